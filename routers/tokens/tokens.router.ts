@@ -1,0 +1,27 @@
+import { publicProcedure, router } from '../../server/trpc.js';
+import { ok } from '../envelope.js';
+import { createToken } from './tokens.handlers.js';
+import { createTokenInput, tokenEnvelope } from './tokens.schema.js';
+
+export const tokensRouter = router({
+  // Never idempotent: a stored answer would hold a bearer token, a secret.
+  create: publicProcedure
+    .meta({
+      openapi: {
+        method: 'POST',
+        path: '/api/v1/tokens',
+        tags: ['tokens'],
+        summary: 'Log in',
+        protect: false,
+      },
+      successStatus: 201,
+    })
+    .input(createTokenInput)
+    .output(tokenEnvelope)
+    .mutation(async ({ ctx, input }) => {
+      const { JWT_SECRET, TOKEN_TTL_SECONDS } = ctx.services.config;
+      const token = await createToken(JWT_SECRET, TOKEN_TTL_SECONDS, input);
+      ctx.response.status = 201;
+      return ok(token);
+    }),
+});

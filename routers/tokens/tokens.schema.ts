@@ -1,0 +1,15 @@
+import { z } from 'zod';
+import { tenantIdSchema } from '../../server/auth.js';
+import { envelopeOf } from '../envelope.js';
+import { isoDate } from '../params.schema.js';
+
+export const createTokenInput = z.strictObject({
+  tenantId: tenantIdSchema,
+  username: z.string().min(1).max(50),
+  password: z.string().min(1).max(128),
+});
+export type CreateTokenInput = z.infer<typeof createTokenInput>;
+
+export const tokenEnvelope = envelopeOf(
+  z.object({ token: z.string(), tokenType: z.literal('Bearer'), expiresAt: isoDate }),
+);

@@ -1,0 +1,138 @@
+import type { Transaction } from 'sequelize';
+import { User } from '../../models/user.js';
+import type { Identity } from '../../server/auth.js';
+import { Forbidden, NotFound } from '../../server/errors.js';
+import { hashPassword } from '../../server/password.js';
+import { rethrowUnique } from '../../server/unique-violation.js';
+import type { CreateUserInput, ReplaceUserInput, UpdateUserInput, UserDto } from './users.schema.js';
+
+const UNIQUE = { users_tenant_username_key: 'username', users_tenant_email_key: 'email' };
+
+export function toUserDto(u: User): UserDto {
+  return {
+    id: String(u.id),
+    name: u.name,
+    age: u.age,
+    username: u.username,
+    email: u.email,
+    role: u.role,
+    status: u.status,
+    createdAt: u.createdAt.toISOString(),
+    updatedAt: u.updatedAt.toISOString(),
+  };
+}
+
+export const userLocation = (id: string) => `/api/v1/users/${id}`;
+
+async function loadForWrite(auth: Identity, id: string, tx?: Transaction): Promise<User> {
+  // Row lock: concurrent PUT/PATCH of one user apply one after the other, never interleaved.
+  const user = await User.findOne({
+    where: { tenantId: auth.tenantId, id },
+    transaction: tx,
+    lock: tx ? true : undefined,
+  });
+  if (!user) throw new NotFound('User not found');
+  return user;
+}
+
+export async function createUser(auth: Identity, input: CreateUserInput, tx?: Transaction): Promise<UserDto> {
+  const password = input.password ? await hashPassword(input.password) : undefined;
+  try {
+    const user = await User.create(
+      {
+        tenantId: auth.tenantId,
+        name: input.name,
+        age: input.age,
+        username: input.username ?? null,
+        email: input.email ?? null,
+        passwordHash: password?.hash ?? null,
+        passwordSalt: password?.salt ?? null,
+        role: input.role,
+        status: input.status,
+      },
+      { transaction: tx },
+    );
+    return toUserDto(user);
+  } catch (err) {
+    rethrowUnique(err, UNIQUE);
+  }
+}
+
+export async function getUser(auth: Identity, id: string): Promise<UserDto> {
+  if (auth.role !== 'admin' && auth.userId !== id) {
+    // Another tenant's row is never looked at (404 below); inside the tenant a stranger gets 403
+    // only when the row exists, so ids are not confirmed to non-admins by a different status.
+    const exists = await User.findInTenant(auth.tenantId, id);
+    if (!exists) throw new NotFound('User not found');
+    throw new Forbidden('Not allowed to read this user');
+  }
+  const user = await User.findInTenant(auth.tenantId, id);
+  if (!user) throw new NotFound('User not found');
+  return toUserDto(user);
+}
+
+export async function listUsers(
+  auth: Identity,
+  page: number,
+  size: number,
+): Promise<{ items: UserDto[]; total: number }> {
+  const { rows, count } = await User.findAndCountAll({
+    where: { tenantId: auth.tenantId },
+    order: [['id', 'ASC']],
+    limit: size,
+    offset: (page - 1) * size,
+  });
+  return { items: rows.map(toUserDto), total: count };
+}
+
+async function save(user: User, tx?: Transaction): Promise<UserDto> {
+  try {
+    await user.save({ transaction: tx });
+    return toUserDto(user);
+  } catch (err) {
+    rethrowUnique(err, UNIQUE);
+  }
+}
+
+export async function replaceUser(
+  auth: Identity,
+  input: ReplaceUserInput,
+  tx?: Transaction,
+): Promise<UserDto> {
+  const user = await loadForWrite(auth, input.id, tx);
+  user.set({ name: input.name, age: input.age, username: input.username, email: input.email });
+  user.changed('updatedAt', true);
+  return save(user, tx);
+}
+
+export async function updateUser(auth: Identity, input: UpdateUserInput, tx?: Transaction): Promise<UserDto> {
+  if (auth.role !== 'admin' && auth.userId !== input.id) {
+    await loadForWrite(auth, input.id, tx);
+    throw new Forbidden('Not allowed to change this user');
+  }
+  const user = await loadForWrite(auth, input.id, tx);
+  if (input.name !== undefined) user.name = input.name;
+  if (input.age !== undefined) user.age = input.age;
+  if (input.email !== undefined) user.email = input.email;
+  user.changed('updatedAt', true);
+  return save(user, tx);
+}
+
+export async function setUserStatus(
+  auth: Identity,
+  id: string,
+  status: User['status'],
+  tx?: Transaction,
+): Promise<UserDto> {
+  const user = await loadForWrite(auth, id, tx);
+  if (user.status !== status) {
+    user.status = status;
+    return save(user, tx);
+  }
+  return toUserDto(user);
+}
+
+export async function deleteUser(auth: Identity, id: string, tx?: Transaction): Promise<void> {
+  const deleted = await User.destroy({ where: { tenantId: auth.tenantId, id }, transaction: tx });
+  if (deleted === 0) throw new NotFound('User not found');
+}

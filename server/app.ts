@@ -1,0 +1,59 @@
+import { createExpressMiddleware } from '@trpc/server/adapters/express';
+import express, { type Express, type Request, type Response } from 'express';
+import { appRouter } from '../routers/index.js';
+import { createContextValue, type Services } from './context.js';
+import { docsRouter } from './docs.js';
+import { NotFound, toErrorResponse } from './errors.js';
+import { healthRouter } from './health.js';
+import { errorHandler, notFoundHandler, sendError } from './http-errors.js';
+import { buildOpenApiDocument } from './openapi.js';
+import { requestId } from './request-id.js';
+import { createRestHandler } from './rest.js';
+
+export function createApp(services: Services): Express {
+  const { config, logger } = services;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', 'simple');
+
+  const openapiDoc = buildOpenApiDocument(appRouter, '/');
+  app.use(requestId);
+  // Paths never end with a slash (CONTRACT section 3): no redirect, a plain 404.
+  app.use((req, res, next) =>
+    req.path.length > 1 && req.path.endsWith('/') ? sendError(res, new NotFound('No such path')) : next(),
+  );
+
+  app.use(healthRouter(services));
+  app.use(docsRouter());
+  app.get('/openapi.json', (_req: Request, res: Response) => {
+    res.json(openapiDoc);
+  });
+
+  app.use(
+    '/trpc',
+    createExpressMiddleware({
+      router: appRouter,
+      allowBatching: false,
+      maxBodySize: config.MAX_BODY_BYTES,
+      createContext: ({ req, res }) =>
+        createContextValue(services, 'trpc', req.headers, String(res.locals.requestId)),
+      responseMeta: ({ ctx, errors }) => {
+        const headers = { ...(ctx?.response.headers ?? {}) };
+        if (errors.length > 0) {
+          const mapped = toErrorResponse(errors[0]);
+          return { status: mapped.status, headers: { ...mapped.headers, ...headers } };
+        }
+        return { headers };
+      },
+      onError: ({ error }) => {
+        if (toErrorResponse(error).internal) logger.error({ err: error }, 'unhandled error');
+      },
+    }),
+  );
+
+  app.use(createRestHandler(appRouter, openapiDoc.paths as Record<string, object>, services));
+  app.use(notFoundHandler);
+  app.use(errorHandler(logger, config.MAX_BODY_BYTES));
+  return app;
+}

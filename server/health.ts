@@ -1,0 +1,24 @@
+import express, { type Router } from 'express';
+import type { Services } from './context.js';
+import { ServiceUnavailable } from './errors.js';
+import { sendError } from './http-errors.js';
+import { migrationsApplied } from './migrate.js';
+
+export function healthRouter(services: Services): Router {
+  const r = express.Router({ strict: true });
+  r.get('/healthz', (_req, res) => {
+    res.json({ code: 200, message: 'Success', data: { status: 'ok' } });
+  });
+  r.get('/readyz', async (_req, res) => {
+    try {
+      await services.sequelize.query('SELECT 1');
+      if (!(await migrationsApplied(services.sequelize))) {
+        return sendError(res, new ServiceUnavailable('Migrations not applied', 5));
+      }
+      res.json({ code: 200, message: 'Success', data: { status: 'ok' } });
+    } catch {
+      sendError(res, new ServiceUnavailable('Database unreachable', 5));
+    }
+  });
+  return r;
+}

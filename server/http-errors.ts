@@ -1,0 +1,35 @@
+import type { NextFunction, Request, Response } from 'express';
+import type { Logger } from 'pino';
+import {
+  AppError,
+  NotFound,
+  PayloadTooLarge,
+  toErrorResponse,
+  UnsupportedMediaType,
+  ValidationError,
+} from './errors.js';
+
+export function sendError(res: Response, err: unknown): void {
+  const mapped = toErrorResponse(err);
+  res.status(mapped.status).set(mapped.headers).json(mapped.body);
+}
+
+export function notFoundHandler(_req: Request, res: Response): void {
+  sendError(res, new NotFound('No such path'));
+}
+
+/** Body-parser failures become their contract statuses; anything else is a generic 500. */
+export function errorHandler(logger: Logger, limit: number) {
+  return (err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const type = (err as { type?: string })?.type;
+    let mapped: unknown = err;
+    if (type === 'entity.too.large') mapped = new PayloadTooLarge(limit);
+    else if (type === 'entity.parse.failed') mapped = new ValidationError('body', 'malformed JSON');
+    else if (type === 'charset.unsupported' || type === 'encoding.unsupported')
+      mapped = new UnsupportedMediaType();
+    else if (type === 'request.aborted') mapped = new ValidationError('body', 'request aborted');
+    else if (!(err instanceof AppError)) logger.error({ err }, 'unhandled error');
+    if (res.headersSent) return;
+    sendError(res, mapped);
+  };
+}

@@ -1,0 +1,34 @@
+import { ConfigError, loadConfig } from './config.js';
+import { startServer } from './server.js';
+
+let config: ReturnType<typeof loadConfig>;
+try {
+  config = loadConfig();
+} catch (err) {
+  if (err instanceof ConfigError) {
+    console.error(err.message);
+    process.exit(1);
+  }
+  throw err;
+}
+
+const running = await startServer(config).catch((err: unknown) => {
+  console.error(`Failed to start: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});
+
+let stopping = false;
+const stop = (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  running.services.logger.info({ signal }, 'shutting down');
+  running.close().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      running.services.logger.error({ err }, 'shutdown failed');
+      process.exit(1);
+    },
+  );
+};
+process.on('SIGTERM', () => stop('SIGTERM'));
+process.on('SIGINT', () => stop('SIGINT'));

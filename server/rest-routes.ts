@@ -1,0 +1,52 @@
+import { getPathRegExp } from 'trpc-to-openapi';
+
+export interface RestRoute {
+  template: string;
+  canonical: string;
+  regex: RegExp;
+  methods: string[];
+}
+
+/**
+ * The seed's unversioned paths: thin rewrites onto the canonical v1 path, for the listed methods
+ * only (CONTRACT section 3). Everything else about them (validation, auth, idempotency) is the
+ * canonical procedure's.
+ */
+const ALIASES: Array<{ alias: string; canonical: string; methods: string[] }> = [
+  { alias: '/api/users', canonical: '/api/v1/users', methods: ['GET', 'POST'] },
+  { alias: '/api/users/{id}', canonical: '/api/v1/users/{id}', methods: ['GET', 'DELETE'] },
+  { alias: '/users/{id}/status', canonical: '/api/v1/users/{id}/status', methods: ['PUT'] },
+  { alias: '/orders', canonical: '/api/v1/orders', methods: ['POST'] },
+  { alias: '/orders/{id}', canonical: '/api/v1/orders/{id}', methods: ['GET'] },
+  { alias: '/payments', canonical: '/api/v1/payments', methods: ['POST'] },
+  { alias: '/payments/{id}', canonical: '/api/v1/payments/{id}', methods: ['GET'] },
+];
+
+/** Builds the route table from the generated OpenAPI paths (the procedures), plus live aliases. */
+export function buildRouteTable(paths: Record<string, object>): RestRoute[] {
+  const routes: RestRoute[] = Object.entries(paths).map(([template, ops]) => ({
+    template,
+    canonical: template,
+    regex: getPathRegExp(template),
+    methods: Object.keys(ops).map((m) => m.toUpperCase()),
+  }));
+  for (const a of ALIASES) {
+    const target = routes.find((r) => r.template === a.canonical);
+    const methods = a.methods.filter((m) => target?.methods.includes(m));
+    if (methods.length > 0) {
+      routes.push({ template: a.alias, canonical: a.canonical, regex: getPathRegExp(a.alias), methods });
+    }
+  }
+  return routes;
+}
+
+export function matchRoute(routes: RestRoute[], path: string): RestRoute | undefined {
+  return routes.find((r) => r.regex.test(path));
+}
+
+/** Rewrites an alias path onto its canonical path, keeping the parameter values. */
+export function canonicalPath(route: RestRoute, path: string): string {
+  if (route.template === route.canonical) return path;
+  const params = route.regex.exec(path)?.groups ?? {};
+  return route.canonical.replace(/\{(.+?)\}/g, (_, key: string) => params[key] ?? '');
+}

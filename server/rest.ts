@@ -1,0 +1,102 @@
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { createOpenApiNodeHttpHandler } from 'trpc-to-openapi';
+import type { AppRouter } from '../routers/index.js';
+import { type Context, createContextValue, type Services } from './context.js';
+import {
+  type AppError,
+  type ErrorResponse,
+  MethodNotAllowed,
+  toErrorResponse,
+  UnsupportedMediaType,
+  ValidationError,
+} from './errors.js';
+import { sendError } from './http-errors.js';
+import { buildRouteTable, canonicalPath, matchRoute } from './rest-routes.js';
+
+const ERROR_KEY = Symbol('restError');
+type RestRequest = Request & { [ERROR_KEY]?: ErrorResponse };
+
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+
+/** `application/json`, optionally with `charset=utf-8`; anything else is 415. */
+function isJson(contentType: string | undefined): boolean {
+  if (!contentType) return false;
+  const [type, ...params] = contentType.split(';').map((p) => p.trim().toLowerCase());
+  if (type !== 'application/json') return false;
+  return params.every((p) => !p.startsWith('charset=') || p === 'charset=utf-8' || p === 'charset="utf-8"');
+}
+
+/**
+ * The REST facade: trpc-to-openapi runs the procedures; this wrapper adds what the contract needs
+ * around it: alias rewrites, 404/405 with Allow, strict JSON bodies (413/415/400), and the envelope
+ * for errors (trpc-to-openapi renders its own error shape, which is swapped for the mapped one).
+ */
+export function createRestHandler(router: AppRouter, paths: Record<string, object>, services: Services) {
+  const routes = buildRouteTable(paths);
+  const limit = services.config.MAX_BODY_BYTES;
+  const parseJson = express.json({ limit, strict: true, type: () => true });
+
+  const openapi = createOpenApiNodeHttpHandler({
+    router,
+    maxBodySize: limit,
+    createContext: ({ req, res }): Context =>
+      createContextValue(services, 'rest', req.headers, String((res as Response).locals?.requestId ?? '')),
+    responseMeta: ({ ctx, errors }) => {
+      if (errors.length > 0) {
+        const mapped = toErrorResponse(errors[0]);
+        return { status: mapped.status, headers: { ...mapped.headers, ...pick(ctx?.response.headers) } };
+      }
+      return { status: ctx?.response.status ?? 200, headers: ctx?.response.headers ?? {} };
+    },
+    onError: ({ error, req }) => {
+      const mapped = toErrorResponse(error);
+      (req as RestRequest)[ERROR_KEY] = mapped;
+      if (mapped.internal) services.logger.error({ err: error }, 'unhandled error');
+    },
+  });
+
+  return async (req: Request, res: Response, next: NextFunction) => {
+    const path = req.path;
+    const route = matchRoute(routes, path);
+    if (!route) return next();
+    if (!route.methods.includes(req.method)) return sendError(res, new MethodNotAllowed(route.methods));
+
+    const target = canonicalPath(route, path);
+    if (target !== path) req.url = target + req.url.slice(req.path.length);
+
+    if (BODY_METHODS.has(req.method)) {
+      if (!isJson(req.headers['content-type'])) return sendError(res, new UnsupportedMediaType());
+      try {
+        await new Promise<void>((resolve, reject) =>
+          parseJson(req, res, (err?: unknown) => (err ? reject(err) : resolve())),
+        );
+      } catch (err) {
+        return next(err);
+      }
+      if (req.body === undefined) req.body = {};
+      if (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body)) {
+        return sendError(res, new ValidationError('body', 'must be a JSON object'));
+      }
+    }
+
+    // Swap trpc-to-openapi's error body for the envelope computed in onError (same mapping as tRPC).
+    const end = res.end.bind(res) as (...args: unknown[]) => Response;
+    res.end = ((...args: unknown[]) => {
+      const mapped = (req as RestRequest)[ERROR_KEY];
+      if (mapped) return end(JSON.stringify(mapped.body));
+      if (res.statusCode === 204) {
+        res.removeHeader('Content-Type');
+        return end();
+      }
+      return end(...args);
+    }) as Response['end'];
+    await openapi(req, res, next);
+  };
+}
+
+function pick(headers: Record<string, string> | undefined): Record<string, string> {
+  // Only the replay marker survives onto an error answer (a replayed FAILED_FINAL).
+  return headers?.['Idempotent-Replayed'] ? { 'Idempotent-Replayed': 'true' } : {};
+}
+
+export type { AppError };

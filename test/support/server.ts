@@ -1,0 +1,42 @@
+import { appRouter } from '../../routers/index.js';
+import { type Config, loadConfig } from '../../server/config.js';
+import { createContextValue } from '../../server/context.js';
+import { type RunningServer, startServer } from '../../server/server.js';
+import { createCallerFactory } from '../../server/trpc.js';
+
+export const TEST_ENV: Record<string, string> = {
+  NODE_ENV: 'test',
+  LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+  JWT_SECRET: 'test-jwt-secret-0123456789abcdef',
+  IDEMPOTENCY_HMAC_KEY: 'test-hmac-key-0123456789abcdef',
+  RESPONSE_ENCRYPTION_KEY: Buffer.alloc(32, 3).toString('base64'),
+};
+
+export function testConfig(overrides: Record<string, string> = {}): Config {
+  const url = process.env.TEST_DATABASE_URL;
+  if (!url) throw new Error('TEST_DATABASE_URL is not set: the mocha root hooks did not run');
+  return loadConfig({ ...TEST_ENV, DATABASE_URL: url, PORT: '0', HOST: '127.0.0.1', ...overrides });
+}
+
+let shared: Promise<RunningServer> | undefined;
+
+/** The one in-process server of the run (models bind to one Sequelize instance per process). */
+export function sharedServer(): Promise<RunningServer> {
+  shared ??= startServer(testConfig());
+  return shared;
+}
+
+export async function stopSharedServer(): Promise<void> {
+  if (!shared) return;
+  const s = await shared;
+  shared = undefined;
+  await s.close();
+}
+
+/** Calls procedures without HTTP, as the given headers would over the tRPC transport. */
+export async function callerFor(headers: Record<string, string> = {}) {
+  const server = await sharedServer();
+  const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
+  const ctx = createContextValue(server.services, 'trpc', lower, 'test-request');
+  return { caller: createCallerFactory(appRouter)(ctx), ctx };
+}
