@@ -3,7 +3,10 @@ import { envelopeOf } from '../envelope.js';
 import { idParams, idSchema, isoDate, pageQuery } from '../params.schema.js';
 
 const name = z.string().min(1).max(100);
-const age = z.number().int().min(0).max(150);
+// The pipe is load-bearing: trpc-to-openapi sets `coerce` on every plain z.number() field of an input
+// object, bodies included, and mutates the shared schema (so /trpc is hit too): "30", null and true
+// would become 30, 0 and 1. It leaves a pipe alone.
+const age = z.number().int().min(0).max(150).pipe(z.number());
 export const usernameSchema = z
   .string()
   .min(3)
