@@ -1,7 +1,8 @@
 import type { Sequelize } from 'sequelize';
+import { IdempotencyRecord } from './idempotency-record.js';
 import { User } from './user.js';
 
-export { User };
+export { IdempotencyRecord, User };
 
 let initialised: Sequelize | undefined;
 
@@ -9,5 +10,6 @@ let initialised: Sequelize | undefined;
 export function initModels(sequelize: Sequelize): void {
   if (initialised === sequelize) return;
   User.initModel(sequelize);
+  IdempotencyRecord.initModel(sequelize);
   initialised = sequelize;
 }

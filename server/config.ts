@@ -29,6 +29,14 @@ const schema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,16}$/)
     .default('k1'),
+  // Keys that still decrypt older stored responses after a rotation: "id:base64,id:base64".
+  RESPONSE_ENCRYPTION_PREVIOUS_KEYS: z
+    .string()
+    .regex(
+      /^([A-Za-z0-9_-]{1,16}:[A-Za-z0-9+/=]{40,64})(,[A-Za-z0-9_-]{1,16}:[A-Za-z0-9+/=]{40,64})*$/,
+      'must be id:base64 pairs',
+    )
+    .optional(),
   REDIS_URL: z
     .string()
     .regex(/^rediss?:\/\//, 'must be a redis:// URL')

@@ -18,6 +18,8 @@ export interface ResponseState {
   status?: number;
   /** Headers set on the answer of either transport (Location, Idempotent-Replayed, Retry-After). */
   headers: HeaderMap;
+  /** Id of the resource the operation created or changed (stored as the record's resource_id). */
+  resourceId?: string;
 }
 
 export interface Context {

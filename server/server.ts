@@ -1,7 +1,12 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { IdempotencyEngine } from '../idempotency/engine.js';
+import { Placeholder } from '../idempotency/placeholder.js';
+import { purgeExpired } from '../idempotency/purge-expired.js';
+import { ResponseCipher } from '../idempotency/response-cipher.js';
 import { initModels } from '../models/index.js';
 import { createApp } from './app.js';
+import { every } from './background.js';
 import type { Config } from './config.js';
 import type { Services } from './context.js';
 import { openDatabase } from './database.js';
@@ -29,7 +34,26 @@ export async function startServer(config: Config): Promise<RunningServer> {
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   initModels(db.sequelize);
 
-  const services: Services = { config, sequelize: db.sequelize, logger };
+  const previousKeys = Object.fromEntries(
+    (config.RESPONSE_ENCRYPTION_PREVIOUS_KEYS ?? '')
+      .split(',')
+      .filter(Boolean)
+      .map((pair) => [pair.split(':')[0], Buffer.from(pair.split(':')[1], 'base64')]),
+  );
+  const cipher = new ResponseCipher(
+    config.RESPONSE_ENCRYPTION_KEY_ID,
+    config.RESPONSE_ENCRYPTION_KEY,
+    previousKeys,
+  );
+  const placeholder = config.REDIS_URL ? new Placeholder(config.REDIS_URL, 30000, logger) : undefined;
+  const idempotency = new IdempotencyEngine(db.sequelize, config, cipher, logger, placeholder);
+  const services: Services = { config, sequelize: db.sequelize, logger, idempotency };
+  const jobs = [
+    every('purge-expired', config.PURGE_INTERVAL_MS, logger, async () => {
+      const purged = await purgeExpired(db.sequelize);
+      if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
+    }),
+  ];
   const app = createApp(services);
   const server = http.createServer(app);
   server.keepAliveTimeout = 5000;
@@ -54,6 +78,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
         const timer = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
         await drained;
         clearTimeout(timer);
+        await Promise.all(jobs.map((job) => job.stop()));
+        await placeholder?.close();
         await db.close();
       })();
       return closing;

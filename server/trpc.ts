@@ -60,8 +60,13 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
   return next({ ctx: { auth } });
 });
 
-export const adminProcedure = authedProcedure.use(({ ctx, next }) => {
-  if (ctx.auth.role !== 'admin') throw new Forbidden('Admin role required');
+/**
+ * Role check as a middleware placed after `.input()`: validation (400) answers before authorisation
+ * (403), the precedence CONTRACT section 3 fixes. Idempotent operations use `idempotent({adminOnly})`
+ * instead, which checks after the Idempotency-Key's own validation.
+ */
+export const requireAdmin = t.middleware(({ ctx, next }) => {
+  if ((ctx as AuthedContext).auth?.role !== 'admin') throw new Forbidden('Admin role required');
   return next();
 });
 

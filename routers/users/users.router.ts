@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { idempotent } from '../../idempotency/middleware.js';
 import { created, noContent } from '../../server/response.js';
-import { adminProcedure, authedProcedure, router } from '../../server/trpc.js';
-import { ok } from '../envelope.js';
+import { authedProcedure, requireAdmin, router } from '../../server/trpc.js';
+import { ok, processingSchema } from '../envelope.js';
 import * as users from './users.handlers.js';
 import {
   createUserInput,
@@ -16,20 +17,24 @@ import {
 } from './users.schema.js';
 
 const tags = ['users'];
+const userOrProcessing = z.union([userEnvelope, processingSchema]);
+const location = users.userLocation;
 
 export const usersRouter = router({
-  list: adminProcedure
+  list: authedProcedure
     .meta({ openapi: { method: 'GET', path: '/api/v1/users', tags, summary: 'List users (v1: array)' } })
     .input(listUsersInput)
     .output(userListEnvelope)
+    .use(requireAdmin)
     .query(async ({ ctx, input }) => ok((await users.listUsers(ctx.auth, input.page, input.size)).items)),
 
-  listPage: adminProcedure
+  listPage: authedProcedure
     .meta({
       openapi: { method: 'GET', path: '/api/v2/users', tags, summary: 'List users (v2: page object)' },
     })
     .input(listUsersInput)
     .output(userPageEnvelope)
+    .use(requireAdmin)
     .query(async ({ ctx, input }) => {
       const { items, total } = await users.listUsers(ctx.auth, input.page, input.size);
       return ok({ items, page: input.page, size: input.size, total });
@@ -41,50 +46,57 @@ export const usersRouter = router({
     .output(userEnvelope)
     .query(async ({ ctx, input }) => ok(await users.getUser(ctx.auth, input.id))),
 
-  create: adminProcedure
+  create: authedProcedure
     .meta({
       openapi: { method: 'POST', path: '/api/v1/users', tags, summary: 'Create a user' },
       successStatus: 201,
     })
     .input(createUserInput)
-    .output(userEnvelope)
+    .output(userOrProcessing)
+    .use(idempotent({ keyRequired: false, adminOnly: true, location }))
     .mutation(async ({ ctx, input }) => {
-      const user = await users.createUser(ctx.auth, input);
-      created(ctx, users.userLocation(user.id));
+      const user = await users.createUser(ctx.auth, input, ctx.tx);
+      created(ctx, location(user.id), user.id);
       return ok(user);
     }),
 
-  replace: adminProcedure
+  replace: authedProcedure
     .meta({ openapi: { method: 'PUT', path: '/api/v1/users/{id}', tags, summary: 'Replace a user' } })
     .input(replaceUserInput)
-    .output(userEnvelope)
-    .mutation(async ({ ctx, input }) => ok(await users.replaceUser(ctx.auth, input))),
+    .output(userOrProcessing)
+    .use(idempotent({ keyRequired: false, adminOnly: true, location }))
+    .mutation(async ({ ctx, input }) => ok(await users.replaceUser(ctx.auth, input, ctx.tx))),
 
   update: authedProcedure
     .meta({
       openapi: { method: 'PATCH', path: '/api/v1/users/{id}', tags, summary: 'Change some fields of a user' },
     })
     .input(updateUserInput)
-    .output(userEnvelope)
-    .mutation(async ({ ctx, input }) => ok(await users.updateUser(ctx.auth, input))),
+    .output(userOrProcessing)
+    .use(idempotent({ keyRequired: false, location }))
+    .mutation(async ({ ctx, input }) => ok(await users.updateUser(ctx.auth, input, ctx.tx))),
 
-  setStatus: adminProcedure
+  setStatus: authedProcedure
     .meta({
       openapi: { method: 'PUT', path: '/api/v1/users/{id}/status', tags, summary: 'Set a user status' },
     })
     .input(setStatusInput)
-    .output(userEnvelope)
-    .mutation(async ({ ctx, input }) => ok(await users.setUserStatus(ctx.auth, input.id, input.status))),
+    .output(userOrProcessing)
+    .use(idempotent({ keyRequired: false, adminOnly: true, location }))
+    .mutation(async ({ ctx, input }) =>
+      ok(await users.setUserStatus(ctx.auth, input.id, input.status, ctx.tx)),
+    ),
 
-  delete: adminProcedure
+  delete: authedProcedure
     .meta({
       openapi: { method: 'DELETE', path: '/api/v1/users/{id}', tags, summary: 'Delete a user' },
       successStatus: 204,
     })
     .input(getUserInput)
-    .output(z.void())
+    .output(processingSchema.optional())
+    .use(idempotent({ keyRequired: false, adminOnly: true, location }))
     .mutation(async ({ ctx, input }) => {
-      await users.deleteUser(ctx.auth, input.id);
+      await users.deleteUser(ctx.auth, input.id, ctx.tx);
       noContent(ctx);
     }),
 });
