@@ -98,5 +98,6 @@ export const usersRouter = router({
     .mutation(async ({ ctx, input }) => {
       await users.deleteUser(ctx.auth, input.id, ctx.tx);
       noContent(ctx);
+      return undefined;
     }),
 });
