@@ -3,7 +3,14 @@ import { z } from 'zod';
 import type { Role } from '../models/user.js';
 import { Unauthorized } from './errors.js';
 
-export const userIdSchema = z.string().regex(/^[1-9][0-9]{0,18}$/);
+const MAX_BIGINT = 9223372036854775807n;
+
+// The bound matters: a 19-digit sub above 2^63-1 reached the users lookup and PostgreSQL answered
+// "bigint out of range" (a 500) instead of a 401.
+export const userIdSchema = z
+  .string()
+  .regex(/^[1-9][0-9]{0,18}$/, { abort: true })
+  .refine((v) => BigInt(v) <= MAX_BIGINT, 'must be a positive 64-bit integer');
 export const tenantIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,36}$/);
 
 const claimsSchema = z.object({
