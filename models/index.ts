@@ -1,8 +1,9 @@
 import type { Sequelize } from 'sequelize';
 import { IdempotencyRecord } from './idempotency-record.js';
+import { Order } from './order.js';
 import { User } from './user.js';
 
-export { IdempotencyRecord, User };
+export { IdempotencyRecord, Order, User };
 
 let initialised: Sequelize | undefined;
 
@@ -11,5 +12,6 @@ export function initModels(sequelize: Sequelize): void {
   if (initialised === sequelize) return;
   User.initModel(sequelize);
   IdempotencyRecord.initModel(sequelize);
+  Order.initModel(sequelize);
   initialised = sequelize;
 }

@@ -1,10 +1,12 @@
 import { router } from '../server/trpc.js';
+import { ordersRouter } from './orders/orders.router.js';
 import { tokensRouter } from './tokens/tokens.router.js';
 import { usersRouter } from './users/users.router.js';
 
 export const appRouter = router({
   tokens: tokensRouter,
   users: usersRouter,
+  orders: ordersRouter,
 });
 
 /** The type internal clients import for `@trpc/client`. */

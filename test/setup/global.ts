@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../server/embedded-postgres.js';
+import { killAll } from '../support/processes.js';
 import { stopSharedServer } from '../support/server.js';
 
 /**
@@ -34,6 +35,7 @@ export const mochaHooks = {
   },
   async afterAll(this: Mocha.Context) {
     this.timeout(60000);
+    await killAll();
     await stopSharedServer();
     if (dropUrl) {
       const admin = new pg.Client(dropUrl.admin);

@@ -1,0 +1,34 @@
+import { z } from 'zod';
+import { envelopeOf, processingSchema } from '../envelope.js';
+import { amountSchema, currencySchema, merchantOrderNoSchema } from '../money.schema.js';
+import { idParams, isoDate, pageQuery } from '../params.schema.js';
+
+export const orderSchema = z.object({
+  id: z.string(),
+  merchantOrderNo: z.string(),
+  userId: z.string(),
+  amount: z.string(),
+  currency: z.string(),
+  description: z.string().nullable(),
+  status: z.enum(['CREATED', 'PAID']),
+  createdAt: isoDate,
+  updatedAt: isoDate,
+});
+export type OrderDto = z.infer<typeof orderSchema>;
+
+export const createOrderInput = z.strictObject({
+  merchantOrderNo: merchantOrderNoSchema,
+  amount: amountSchema,
+  currency: currencySchema,
+  description: z.string().max(200).nullish(),
+  // Correlation only: no business meaning, so it is left out of the fingerprint.
+  traceId: z.string().max(128).optional(),
+});
+export type CreateOrderInput = z.infer<typeof createOrderInput>;
+
+export const getOrderInput = idParams;
+export const listOrdersInput = pageQuery;
+
+export const orderEnvelope = envelopeOf(orderSchema);
+export const orderOrProcessing = z.union([orderEnvelope, processingSchema]);
+export const orderListEnvelope = envelopeOf(z.array(orderSchema));
