@@ -1,6 +1,8 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import express, { type Router } from 'express';
+import { MethodNotAllowed } from './errors.js';
+import { sendError } from './http-errors.js';
 
 const require = createRequire(import.meta.url);
 // Served from node_modules: the page works offline (no CDN).
@@ -31,5 +33,7 @@ export function docsRouter(): Router {
     res.type('application/javascript').send(INIT);
   });
   r.use('/docs/assets', express.static(SWAGGER_DIR, { index: false, redirect: false }));
+  // Known paths: another method is a 405 with Allow (CONTRACT section 3), not the 404 fallback.
+  r.all(['/docs', '/docs/init.js'], (_req, res) => sendError(res, new MethodNotAllowed(['GET'])));
   return r;
 }

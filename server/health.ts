@@ -1,6 +1,6 @@
 import express, { type Router } from 'express';
 import type { Services } from './context.js';
-import { ServiceUnavailable } from './errors.js';
+import { MethodNotAllowed, ServiceUnavailable } from './errors.js';
 import { sendError } from './http-errors.js';
 import { migrationsApplied } from './migrate.js';
 
@@ -20,5 +20,7 @@ export function healthRouter(services: Services): Router {
       sendError(res, new ServiceUnavailable('Database unreachable', 5));
     }
   });
+  // Known paths: another method is a 405 with Allow (CONTRACT section 3), not the 404 fallback.
+  r.all(['/healthz', '/readyz'], (_req, res) => sendError(res, new MethodNotAllowed(['GET'])));
   return r;
 }

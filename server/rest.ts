@@ -73,6 +73,9 @@ export function createRestHandler(router: AppRouter, paths: Record<string, objec
       } catch (err) {
         return next(err);
       }
+      // Media types are case-insensitive, but trpc-to-openapi compares with a case-sensitive
+      // startsWith: `Application/JSON` passed the check above and then got its 415.
+      req.headers['content-type'] = 'application/json';
       if (req.body === undefined) req.body = {};
       if (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body)) {
         return sendError(res, new ValidationError('body', 'must be a JSON object'));
