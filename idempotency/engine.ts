@@ -39,7 +39,9 @@ export type Outcome =
   | 'in_flight'
   | 'failed_final'
   | 'rolled_back'
-  | 'limited';
+  | 'limited'
+  | 'lease_takeover'
+  | 'failed_retryable';
 
 interface StoredResponse {
   s: number;
@@ -126,15 +128,7 @@ export class IdempotencyEngine {
     if (!claimed) {
       await t.rollback();
       const existing = await readRecord(this.sequelize, req.scopeKey);
-      if (!existing) {
-        // No conflicting record and still not inserted: a cap refused it.
-        this.onOutcome(req.operation, 'limited');
-        const cap = await capExceeded(this.sequelize, req.userScope, this.limits);
-        if (cap === 'in-flight') {
-          throw new TooManyRequests(42901, 'Too many requests in progress for this user', 1);
-        }
-        throw new TooManyRequests(42902, 'Too many idempotency keys retained for this user', 60);
-      }
+      if (!existing) return this.refuseByCap(req);
       if (existing.expired && existing.status !== 'PROCESSING') {
         await deleteExpired(this.sequelize, req.scopeKey);
         return undefined;
@@ -176,6 +170,15 @@ export class IdempotencyEngine {
       await t.rollback().catch(() => {});
       throw err;
     }
+  }
+
+  /** No conflicting record, yet the insert did not happen: a per-user cap refused it. */
+  async refuseByCap(req: IdempotentRequest): Promise<never> {
+    this.onOutcome(req.operation, 'limited');
+    const cap = await capExceeded(this.sequelize, req.userScope, this.limits);
+    if (cap === 'in-flight')
+      throw new TooManyRequests(42901, 'Too many requests in progress for this user', 1);
+    throw new TooManyRequests(42902, 'Too many idempotency keys retained for this user', 60);
   }
 
   /** Same scope seen again: compare fingerprints, then replay, or wait for the one in flight. */
@@ -229,5 +232,9 @@ export class IdempotencyEngine {
 
   get log(): Logger {
     return this.logger;
+  }
+
+  report(operation: string, outcome: Outcome): void {
+    this.onOutcome(operation, outcome);
   }
 }

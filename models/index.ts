@@ -1,9 +1,10 @@
 import type { Sequelize } from 'sequelize';
 import { IdempotencyRecord } from './idempotency-record.js';
 import { Order } from './order.js';
+import { Payment } from './payment.js';
 import { User } from './user.js';
 
-export { IdempotencyRecord, Order, User };
+export { IdempotencyRecord, Order, Payment, User };
 
 let initialised: Sequelize | undefined;
 
@@ -13,5 +14,6 @@ export function initModels(sequelize: Sequelize): void {
   User.initModel(sequelize);
   IdempotencyRecord.initModel(sequelize);
   Order.initModel(sequelize);
+  Payment.initModel(sequelize);
   initialised = sequelize;
 }

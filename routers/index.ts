@@ -1,5 +1,6 @@
 import { router } from '../server/trpc.js';
 import { ordersRouter } from './orders/orders.router.js';
+import { paymentsRouter } from './payments/payments.router.js';
 import { tokensRouter } from './tokens/tokens.router.js';
 import { usersRouter } from './users/users.router.js';
 
@@ -7,6 +8,7 @@ export const appRouter = router({
   tokens: tokensRouter,
   users: usersRouter,
   orders: ordersRouter,
+  payments: paymentsRouter,
 });
 
 /** The type internal clients import for `@trpc/client`. */

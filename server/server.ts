@@ -1,10 +1,14 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createGatewayClient } from '../gateway/client.js';
+import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
 import { IdempotencyEngine } from '../idempotency/engine.js';
 import { Placeholder } from '../idempotency/placeholder.js';
 import { purgeExpired } from '../idempotency/purge-expired.js';
 import { ResponseCipher } from '../idempotency/response-cipher.js';
 import { initModels } from '../models/index.js';
+import type { PaymentDeps } from '../routers/payments/payment-execution.js';
+import { recoverExpiredPayments } from '../routers/payments/payment-recoverer.js';
 import { createApp } from './app.js';
 import { every } from './background.js';
 import type { Config } from './config.js';
@@ -47,11 +51,32 @@ export async function startServer(config: Config): Promise<RunningServer> {
   );
   const placeholder = config.REDIS_URL ? new Placeholder(config.REDIS_URL, 30000, logger) : undefined;
   const idempotency = new IdempotencyEngine(db.sequelize, config, cipher, logger, placeholder);
-  const services: Services = { config, sequelize: db.sequelize, logger, idempotency };
+  // No PAYMENT_GATEWAY_URL: the bundled simulator, in this process, on a loopback port of its own.
+  let simulator: GatewaySimulator | undefined;
+  let gatewayUrl = config.PAYMENT_GATEWAY_URL;
+  if (!gatewayUrl) {
+    simulator = await startGatewaySimulator({ host: '127.0.0.1', port: 0 });
+    gatewayUrl = simulator.url;
+  }
+  const gateway = createGatewayClient({ baseUrl: gatewayUrl, timeoutMs: config.GATEWAY_TIMEOUT_MS });
+  const payments: PaymentDeps = { sequelize: db.sequelize, engine: idempotency, gateway, config, logger };
+  const services: Services = {
+    config,
+    sequelize: db.sequelize,
+    logger,
+    idempotency,
+    gateway,
+    payments,
+    simulator,
+  };
   const jobs = [
     every('purge-expired', config.PURGE_INTERVAL_MS, logger, async () => {
       const purged = await purgeExpired(db.sequelize);
       if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
+    }),
+    every('payment-recoverer', config.RECOVERER_INTERVAL_MS, logger, async () => {
+      const taken = await recoverExpiredPayments(payments);
+      if (taken > 0) logger.info({ taken }, 'expired payment leases taken over');
     }),
   ];
   const app = createApp(services);
@@ -80,6 +105,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
         clearTimeout(timer);
         await Promise.all(jobs.map((job) => job.stop()));
         await placeholder?.close();
+        await gateway.close();
+        await simulator?.close();
         await db.close();
       })();
       return closing;

@@ -1,0 +1,50 @@
+import {
+  type CreationOptional,
+  DataTypes,
+  type InferAttributes,
+  type InferCreationAttributes,
+  Model,
+  type Sequelize,
+} from 'sequelize';
+
+export type PaymentStatus = 'PROCESSING' | 'SUCCEEDED' | 'FAILED';
+
+export class Payment extends Model<InferAttributes<Payment>, InferCreationAttributes<Payment>> {
+  declare id: string;
+  /** Generated once; the gateway's idempotency key on every attempt. */
+  declare paymentNo: string;
+  declare merchantId: string;
+  declare merchantOrderNo: string;
+  declare orderId: string;
+  declare userId: string;
+  declare amount: string;
+  declare currency: string;
+  declare description: string | null;
+  declare status: CreationOptional<PaymentStatus>;
+  declare failureReason: CreationOptional<string | null>;
+  declare chargeId: CreationOptional<string | null>;
+  declare createdAt: CreationOptional<Date>;
+  declare updatedAt: CreationOptional<Date>;
+
+  static initModel(sequelize: Sequelize): void {
+    Payment.init(
+      {
+        id: { type: DataTypes.STRING(100), primaryKey: true },
+        paymentNo: { type: DataTypes.STRING(64), allowNull: false },
+        merchantId: { type: DataTypes.STRING(36), allowNull: false },
+        merchantOrderNo: { type: DataTypes.STRING(64), allowNull: false },
+        orderId: { type: DataTypes.BIGINT, allowNull: false },
+        userId: { type: DataTypes.BIGINT, allowNull: false },
+        amount: { type: DataTypes.DECIMAL(14, 2), allowNull: false },
+        currency: { type: DataTypes.CHAR(3), allowNull: false },
+        description: { type: DataTypes.STRING(200), allowNull: true },
+        status: { type: DataTypes.STRING(12), allowNull: false, defaultValue: 'PROCESSING' },
+        failureReason: { type: DataTypes.STRING(40), allowNull: true },
+        chargeId: { type: DataTypes.STRING(100), allowNull: true },
+        createdAt: DataTypes.DATE,
+        updatedAt: DataTypes.DATE,
+      },
+      { sequelize, tableName: 'payments', underscored: true },
+    );
+  }
+}

@@ -1,0 +1,33 @@
+import { z } from 'zod';
+import { envelopeOf, processingSchema } from '../envelope.js';
+import { amountSchema, currencySchema, merchantOrderNoSchema } from '../money.schema.js';
+import { isoDate } from '../params.schema.js';
+
+export const paymentSchema = z.object({
+  id: z.string(),
+  paymentNo: z.string(),
+  merchantId: z.string(),
+  merchantOrderNo: z.string(),
+  orderId: z.string(),
+  amount: z.string(),
+  currency: z.string(),
+  status: z.enum(['PROCESSING', 'SUCCEEDED', 'FAILED']),
+  failureReason: z.string().nullable(),
+  createdAt: isoDate,
+  updatedAt: isoDate,
+});
+export type PaymentDto = z.infer<typeof paymentSchema>;
+
+export const createPaymentInput = z.strictObject({
+  merchantOrderNo: merchantOrderNoSchema,
+  amount: amountSchema,
+  currency: currencySchema,
+  description: z.string().max(200).nullish(),
+  traceId: z.string().max(128).optional(),
+});
+export type CreatePaymentInput = z.infer<typeof createPaymentInput>;
+
+export const getPaymentInput = z.object({ id: z.string().min(1).max(100) });
+
+export const paymentEnvelope = envelopeOf(paymentSchema);
+export const paymentOrProcessing = z.union([paymentEnvelope, processingSchema]);
