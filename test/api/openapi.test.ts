@@ -1,0 +1,167 @@
+import { expect } from 'chai';
+import { appRouter } from '../../routers/index.js';
+import { http } from '../support/http.js';
+import { sharedServer } from '../support/server.js';
+import { expectError } from '../support/users.js';
+
+interface Operation {
+  security?: unknown[];
+  requestBody?: unknown;
+  responses: Record<string, { content?: Record<string, { schema?: Schema }> }>;
+}
+interface Schema {
+  anyOf?: Schema[];
+  type?: string;
+  required?: string[];
+  properties?: Record<string, Schema>;
+}
+type Doc = { openapi: string; paths: Record<string, Record<string, Operation>> };
+
+interface ProcedureMeta {
+  successStatus?: number;
+  openapi?: { method: string; path: string; protect?: boolean };
+}
+
+/** Every procedure's REST route, read from the router itself (so later resources are checked too). */
+function routesOfRouter(): Array<{
+  name: string;
+  method: string;
+  path: string;
+  success: number;
+  protect: boolean;
+}> {
+  const procedures = appRouter._def.procedures as unknown as Record<
+    string,
+    { _def: { meta?: ProcedureMeta } }
+  >;
+  return Object.entries(procedures).flatMap(([name, proc]) => {
+    const meta = proc._def.meta;
+    if (!meta?.openapi) return [];
+    const { method, path, protect = true } = meta.openapi;
+    return [{ name, method: method.toLowerCase(), path, success: meta.successStatus ?? 200, protect }];
+  });
+}
+
+// CONTRACT section 3, the rows that exist in this part: method, canonical path, success status.
+const USERS_AND_TOKENS: Array<[string, string, number]> = [
+  ['post', '/api/v1/tokens', 201],
+  ['get', '/api/v1/users', 200],
+  ['get', '/api/v2/users', 200],
+  ['get', '/api/v1/users/{id}', 200],
+  ['post', '/api/v1/users', 201],
+  ['put', '/api/v1/users/{id}', 200],
+  ['patch', '/api/v1/users/{id}', 200],
+  ['put', '/api/v1/users/{id}/status', 200],
+  ['delete', '/api/v1/users/{id}', 204],
+];
+
+async function openapiDoc(): Promise<Doc> {
+  const res = await http('GET', '/openapi.json');
+  expect(res.status).to.equal(200);
+  expect(res.headers.get('content-type')).to.match(/^application\/json/);
+  return res.body as Doc;
+}
+
+describe('OpenAPI document (GET /openapi.json)', () => {
+  it('when fetched without a token, then it is an OpenAPI 3 document with exactly the procedures as operations', async () => {
+    const doc = await openapiDoc();
+    expect(doc.openapi).to.match(/^3\./);
+    const documented = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m} ${path}`),
+    );
+    const routes = routesOfRouter().map((r) => `${r.method} ${r.path}`);
+    expect(routes.length).to.be.greaterThanOrEqual(USERS_AND_TOKENS.length);
+    expect(documented.sort()).to.deep.equal(routes.sort());
+  });
+
+  it('when read per procedure, then each operation documents its success status and only that one', async () => {
+    const doc = await openapiDoc();
+    for (const route of routesOfRouter()) {
+      const statuses = Object.keys(doc.paths[route.path][route.method].responses);
+      const successes = statuses.filter((s) => s.startsWith('2'));
+      expect(successes, route.name).to.include(String(route.success));
+      if (route.success !== 200) expect(successes, route.name).to.not.include('200');
+    }
+  });
+
+  for (const [method, path, status] of USERS_AND_TOKENS) {
+    it(`when ${method.toUpperCase()} ${path} is looked up, then it is documented with success ${status}`, async () => {
+      const op = (await openapiDoc()).paths[path]?.[method];
+      expect(op, `${method} ${path}`).to.not.equal(undefined);
+      expect(Object.keys(op.responses)).to.include(String(status));
+      const success = op.responses[String(status)];
+      if (status === 204) expect(success.content).to.equal(undefined);
+      else {
+        // An idempotent operation may also answer the 202 PROCESSING envelope: every branch is an envelope.
+        const schema = success.content?.['application/json']?.schema;
+        for (const branch of schema?.anyOf ?? [schema]) {
+          expect(branch?.properties).to.have.keys('code', 'message', 'data');
+        }
+      }
+      if (path === '/api/v1/tokens') expect(op.security ?? []).to.deep.equal([]);
+      else expect(op.security).to.deep.equal([{ Authorization: [] }]);
+    });
+  }
+
+  it('when any operation lists an error status, then its body is the envelope {code, message, data: null}', async () => {
+    const doc = await openapiDoc();
+    let errors = 0;
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        expect(Object.keys(op.responses), `${method} ${path}`).to.include.members(['400', '404', '500']);
+        for (const [status, response] of Object.entries(op.responses)) {
+          if (Number(status) < 400) continue;
+          errors += 1;
+          const schema = response.content?.['application/json']?.schema;
+          expect(schema?.required, `${method} ${path} ${status}`).to.have.members([
+            'code',
+            'message',
+            'data',
+          ]);
+          expect(schema?.properties?.code.type).to.equal('integer');
+          expect(schema?.properties?.message.type).to.equal('string');
+          expect(schema?.properties?.data.type).to.equal('null');
+        }
+      }
+    }
+    expect(errors).to.be.greaterThan(0);
+  });
+
+  it('when the response schemas are read, then none has a password, hash or salt field', async () => {
+    const doc = await openapiDoc();
+    for (const ops of Object.values(doc.paths)) {
+      for (const op of Object.values(ops))
+        expect(JSON.stringify(op.responses)).to.not.match(/password|hash|salt/i);
+    }
+    const create = doc.paths['/api/v1/users'].post.requestBody;
+    expect(JSON.stringify(create)).to.include('password');
+  });
+});
+
+describe('API docs page (GET /docs)', () => {
+  it('when /docs is fetched, then 200 HTML at /docs itself without a redirect', async () => {
+    const { url } = await sharedServer();
+    const res = await fetch(`${url}/docs`, { redirect: 'manual' });
+    expect(res.status).to.equal(200);
+    expect(res.headers.get('content-type')).to.match(/^text\/html/);
+    expect(await res.text()).to.include('swagger-ui');
+  });
+
+  it('when the page names its assets, then each answers 200 and the page loads /openapi.json', async () => {
+    const page = (await http('GET', '/docs')).text;
+    const assets = [...page.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
+    expect(assets).to.include.members(['/docs/assets/swagger-ui-bundle.js', '/docs/assets/swagger-ui.css']);
+    for (const asset of assets) {
+      const res = await http('GET', asset);
+      expect(res.status, asset).to.equal(200);
+      expect(res.text.length, asset).to.be.greaterThan(0);
+      const type = asset.endsWith('.css') ? /^text\/css/ : /javascript/;
+      expect(res.headers.get('content-type'), asset).to.match(type);
+    }
+    expect((await http('GET', '/docs/init.js')).text).to.include('/openapi.json');
+  });
+
+  it('when an asset does not exist, then 404 envelope', async () => {
+    expectError(await http('GET', '/docs/assets/no-such-file.js'), 404);
+  });
+});
