@@ -9,8 +9,10 @@ import {
   ConflictCode,
   type Envelope,
   ReplayedError,
+  ServiceUnavailable,
   TooManyRequests,
   toErrorResponse,
+  toTrpcError,
 } from '../server/errors.js';
 import type { Placeholder } from './placeholder.js';
 import {
@@ -50,7 +52,23 @@ interface StoredResponse {
 }
 
 const PG_LOCK_NOT_AVAILABLE = '55P03';
+const PG_DEADLOCK = '40P01';
 const POLL_MS = 25;
+
+/**
+ * The business write hit our own lock_timeout (it waited on a row another transaction holds, e.g. a
+ * concurrent create of the same merchantOrderNo under another key) or a deadlock. The database
+ * could not serve the request now: everything is rolled back, so it is a 503 with Retry-After and
+ * a retry with the same key executes, not an opaque 500 (found by test/idempotency/in-flight.test.ts).
+ */
+function isBusyDatabase(err: unknown): boolean {
+  let current = err as { code?: unknown; cause?: unknown; parent?: unknown } | undefined;
+  for (let i = 0; i < 6 && current; i++) {
+    if (current.code === PG_LOCK_NOT_AVAILABLE || current.code === PG_DEADLOCK) return true;
+    current = (current.cause ?? current.parent) as typeof current;
+  }
+  return false;
+}
 
 /** A request-caused failure (a retry would fail the same way): stored and replayed. */
 function isFinalFailure(status: number): boolean {
@@ -142,6 +160,12 @@ export class IdempotencyEngine {
     } catch (err) {
       await t.rollback().catch(() => {});
       throw err;
+    }
+    if (!result.ok && isBusyDatabase(result.error)) {
+      result = {
+        ok: false,
+        error: toTrpcError(new ServiceUnavailable('Database busy; retry with the same Idempotency-Key')),
+      };
     }
     try {
       if (result.ok) {

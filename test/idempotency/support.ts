@@ -148,6 +148,7 @@ export const orderScope = (tenant: string, user: string, key: string) =>
 
 /** A raw connection to the test database (for transactions held open across requests). Close it. */
 export async function rawPg(): Promise<pg.Client> {
+  await sharedServer(); // migrations applied
   const client = new pg.Client(process.env.TEST_DATABASE_URL);
   await client.connect();
   return client;
