@@ -1,6 +1,7 @@
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
 import express, { type Express, type Request, type Response } from 'express';
 import { appRouter } from '../routers/index.js';
+import { accessLog, observeDuration } from './access-log.js';
 import { createContextValue, type Services } from './context.js';
 import { docsRouter } from './docs.js';
 import { NotFound, toErrorResponse } from './errors.js';
@@ -18,7 +19,21 @@ export function createApp(services: Services): Express {
   app.set('query parser', 'simple');
 
   const openapiDoc = buildOpenApiDocument(appRouter, '/');
+  const procedures = new Set(Object.keys(appRouter._def.procedures));
+  const fixedRoutes = new Set(['/healthz', '/readyz', '/openapi.json', '/docs', '/metrics']);
   app.use(requestId);
+  app.use((req, res, next) => {
+    // Route label for logs and metrics: templates only (set by the REST facade), never raw paths.
+    if (fixedRoutes.has(req.path)) res.locals.route = req.path;
+    else if (req.path.startsWith('/docs/')) res.locals.route = '/docs/assets';
+    else if (req.path.startsWith('/trpc/')) {
+      const name = req.path.slice('/trpc/'.length);
+      res.locals.route = procedures.has(name) ? `/trpc/${name}` : '/trpc/unknown';
+    }
+    next();
+  });
+  app.use(accessLog(logger, services.metrics));
+  app.use(observeDuration(services.metrics));
   // Paths never end with a slash (CONTRACT section 3): no redirect, a plain 404.
   app.use((req, res, next) =>
     req.path.length > 1 && req.path.endsWith('/') ? sendError(res, new NotFound('No such path')) : next(),
@@ -28,6 +43,9 @@ export function createApp(services: Services): Express {
   app.use(docsRouter());
   app.get('/openapi.json', (_req: Request, res: Response) => {
     res.json(openapiDoc);
+  });
+  app.get('/metrics', async (_req: Request, res: Response) => {
+    res.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics());
   });
 
   app.use(
@@ -46,8 +64,11 @@ export function createApp(services: Services): Express {
         }
         return { headers };
       },
-      onError: ({ error }) => {
-        if (toErrorResponse(error).internal) logger.error({ err: error }, 'unhandled error');
+      onError: ({ error, req }) => {
+        const mapped = toErrorResponse(error);
+        const res = (req as Request).res;
+        if (res) res.locals.businessCode = mapped.body.code;
+        if (mapped.internal) logger.error({ err: error, reqId: res?.locals.requestId }, 'unhandled error');
       },
     }),
   );

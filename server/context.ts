@@ -3,12 +3,14 @@ import type { Logger } from 'pino';
 import type { Sequelize } from 'sequelize';
 import type { Config } from './config.js';
 import type { HeaderMap } from './errors.js';
+import type { Metrics } from './metrics.js';
 
 /** Long-lived collaborators of a process, built once at start and shared by every request. */
 export interface Services {
   config: Config;
   sequelize: Sequelize;
   logger: Logger;
+  metrics: Metrics;
   /** Extension point for later parts (idempotency placeholder, payment gateway, metrics). */
   [key: string]: unknown;
 }

@@ -51,7 +51,11 @@ export function createRestHandler(router: AppRouter, paths: Record<string, objec
     onError: ({ error, req }) => {
       const mapped = toErrorResponse(error);
       (req as RestRequest)[ERROR_KEY] = mapped;
-      if (mapped.internal) services.logger.error({ err: error }, 'unhandled error');
+      if (mapped.internal)
+        services.logger.error(
+          { err: error, reqId: (req as Request).res?.locals.requestId },
+          'unhandled error',
+        );
     },
   });
 
@@ -59,6 +63,7 @@ export function createRestHandler(router: AppRouter, paths: Record<string, objec
     const path = req.path;
     const route = matchRoute(routes, path);
     if (!route) return next();
+    res.locals.route = route.canonical;
     if (!route.methods.includes(req.method)) return sendError(res, new MethodNotAllowed(route.methods));
 
     const target = canonicalPath(route, path);
@@ -86,7 +91,10 @@ export function createRestHandler(router: AppRouter, paths: Record<string, objec
     const end = res.end.bind(res) as (...args: unknown[]) => Response;
     res.end = ((...args: unknown[]) => {
       const mapped = (req as RestRequest)[ERROR_KEY];
-      if (mapped) return end(JSON.stringify(mapped.body));
+      if (mapped) {
+        res.locals.businessCode = mapped.body.code;
+        return end(JSON.stringify(mapped.body));
+      }
       if (res.statusCode === 204) {
         res.removeHeader('Content-Type');
         return end();

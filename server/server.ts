@@ -15,6 +15,7 @@ import type { Config } from './config.js';
 import type { Services } from './context.js';
 import { openDatabase } from './database.js';
 import { createLogger } from './logger.js';
+import { Metrics } from './metrics.js';
 import { migrate } from './migrate.js';
 
 export interface RunningServer {
@@ -50,7 +51,15 @@ export async function startServer(config: Config): Promise<RunningServer> {
     previousKeys,
   );
   const placeholder = config.REDIS_URL ? new Placeholder(config.REDIS_URL, 30000, logger) : undefined;
-  const idempotency = new IdempotencyEngine(db.sequelize, config, cipher, logger, placeholder);
+  const metrics = new Metrics();
+  const idempotency = new IdempotencyEngine(
+    db.sequelize,
+    config,
+    cipher,
+    logger,
+    placeholder,
+    (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
+  );
   // No PAYMENT_GATEWAY_URL: the bundled simulator, in this process, on a loopback port of its own.
   let simulator: GatewaySimulator | undefined;
   let gatewayUrl = config.PAYMENT_GATEWAY_URL;
@@ -59,11 +68,19 @@ export async function startServer(config: Config): Promise<RunningServer> {
     gatewayUrl = simulator.url;
   }
   const gateway = createGatewayClient({ baseUrl: gatewayUrl, timeoutMs: config.GATEWAY_TIMEOUT_MS });
-  const payments: PaymentDeps = { sequelize: db.sequelize, engine: idempotency, gateway, config, logger };
+  const payments: PaymentDeps = {
+    sequelize: db.sequelize,
+    engine: idempotency,
+    gateway,
+    config,
+    logger,
+    onGateway: (call, result) => metrics.gatewayCalls.inc({ call, result }),
+  };
   const services: Services = {
     config,
     sequelize: db.sequelize,
     logger,
+    metrics,
     idempotency,
     gateway,
     payments,
@@ -72,11 +89,20 @@ export async function startServer(config: Config): Promise<RunningServer> {
   const jobs = [
     every('purge-expired', config.PURGE_INTERVAL_MS, logger, async () => {
       const purged = await purgeExpired(db.sequelize);
+      metrics.purged.inc(purged);
+      metrics.idempotency.inc({ operation: 'all', outcome: 'purged' }, purged);
       if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
     }),
     every('payment-recoverer', config.RECOVERER_INTERVAL_MS, logger, async () => {
-      const taken = await recoverExpiredPayments(payments);
-      if (taken > 0) logger.info({ taken }, 'expired payment leases taken over');
+      try {
+        const taken = await recoverExpiredPayments(payments);
+        metrics.recovererRuns.inc({ result: 'ok' });
+        metrics.recovererTakeovers.inc(taken);
+        if (taken > 0) logger.info({ taken }, 'expired payment leases taken over');
+      } catch (err) {
+        metrics.recovererRuns.inc({ result: 'error' });
+        throw err;
+      }
     }),
   ];
   const app = createApp(services);
