@@ -138,7 +138,7 @@ export interface OrderRow {
 export function ordersOf(tenant: string): Promise<OrderRow[]> {
   return sql<OrderRow>(
     `SELECT id::text, user_id::text, merchant_order_no, amount::text, currency, description, status
-     FROM orders WHERE tenant_id = $1 ORDER BY id`,
+     FROM orders WHERE tenant_id = $1 ORDER BY orders.id`,
     [tenant],
   );
 }
