@@ -1,5 +1,6 @@
 import { generateOpenApiDocument, type OpenAPIObject } from 'trpc-to-openapi';
 import type { AppRouter } from '../routers/index.js';
+import type { ProcedureMeta } from './trpc.js';
 
 const errorEnvelope = {
   type: 'object',
@@ -11,65 +12,145 @@ const errorEnvelope = {
 const ERROR_DESCRIPTIONS: Record<string, string> = {
   '400': 'Validation failure, malformed JSON, bad Idempotency-Key or bad path id',
   '401': 'Missing, invalid or expired token',
-  '403': 'Not allowed',
-  '404': 'No such resource',
+  '403': 'Not allowed (or the user is DISABLED)',
+  '404': 'No such resource (or another tenant’s)',
   '405': 'Method not allowed on this path',
-  '409': 'Conflict (40901 key reused, 40902 business key reused, 40903 state, 40904 unique field)',
-  '413': 'Body too large',
+  '409':
+    'Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field',
+  '413': 'Body larger than MAX_BODY_BYTES',
   '415': 'Body is not application/json',
-  '429': 'Idempotency limits (42901 in flight, 42902 retained)',
+  '429': 'Idempotency limits: 42901 too many in flight, 42902 too many retained keys',
   '500': 'Internal server error',
-  '503': 'Database or payment gateway unavailable; retry with the same key',
+  '503': 'Database or payment gateway unavailable; safe to retry with the same Idempotency-Key',
 };
 
-interface ProcMeta {
-  successStatus?: number;
-  openapi?: { method: string; path: string };
+const header = (description: string, required = false) => ({
+  description,
+  required,
+  schema: { type: 'string' },
+});
+const REQUEST_ID = header('Echo of the request’s X-Request-Id, or a generated one', true);
+const REPLAYED = header('"true" when this is the stored answer of an earlier request with the same key');
+const RETRY_AFTER = header('Seconds to wait before retrying', true);
+const WWW_AUTHENTICATE = header('Bearer', true);
+const ALLOW = header('Methods this path supports', true);
+
+type Responses = Record<
+  string,
+  { description: string; headers?: Record<string, unknown>; content?: unknown }
+>;
+type Operation = {
+  responses: Responses;
+  parameters?: unknown[];
+  requestBody?: unknown;
+  security?: unknown[];
+};
+
+function errorResponse(status: string, idempotent: boolean): Responses[string] {
+  const headers: Record<string, unknown> = { 'X-Request-Id': REQUEST_ID };
+  if (status === '401') headers['WWW-Authenticate'] = WWW_AUTHENTICATE;
+  if (status === '405') headers.Allow = ALLOW;
+  if (status === '429' || status === '503') headers['Retry-After'] = RETRY_AFTER;
+  if (idempotent && /^4/.test(status)) headers['Idempotent-Replayed'] = REPLAYED;
+  return {
+    description: ERROR_DESCRIPTIONS[status] ?? 'Error',
+    headers,
+    content: { 'application/json': { schema: errorEnvelope } },
+  };
+}
+
+/** Splits a union success schema into the final answer and the 202 PROCESSING answer. */
+function splitProcessing(
+  schema: { anyOf?: Array<{ properties?: { code?: { const?: number } } }> } | undefined,
+) {
+  const variants = schema?.anyOf;
+  if (!variants) return { success: schema, processing: undefined };
+  const processing = variants.find((v) => v.properties?.code?.const === 202);
+  const rest = variants.filter((v) => v !== processing);
+  return { success: rest.length === 1 ? rest[0] : { anyOf: rest }, processing };
 }
 
 /**
- * The OpenAPI document is generated from the procedures; this only corrects what trpc-to-openapi
- * cannot know: the real success status (201/204) and the envelope shape of every error.
+ * The OpenAPI document is generated from the procedures; this corrects what trpc-to-openapi cannot
+ * know: the real success status (201/204), the 202 PROCESSING answer, the envelope of every error,
+ * the Idempotency-Key parameter and the headers of CONTRACT section 7.
  */
 export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAPIObject {
   const doc = generateOpenApiDocument(router, {
     title: 'Idempotent service',
     version: '1.0.0',
     baseUrl,
-    description: 'Users, orders and payments with exactly-once mutating operations. See README.',
+    description:
+      'Users, orders and payments with exactly-once mutating operations (see the Idempotency-Key parameter). ' +
+      'Every JSON body is the envelope {code, message, data}.',
     securitySchemes: { Authorization: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } },
   });
-  const metaByRoute = new Map<string, ProcMeta>();
+  const metaByRoute = new Map<string, ProcedureMeta & { openapi?: { method: string; path: string } }>();
   for (const proc of Object.values(router._def.procedures) as unknown as Array<{
-    _def: { meta?: ProcMeta };
+    _def: { meta?: ProcedureMeta };
   }>) {
-    const meta = proc._def.meta;
+    const meta = proc._def.meta as
+      | (ProcedureMeta & { openapi?: { method: string; path: string } })
+      | undefined;
     if (meta?.openapi) metaByRoute.set(`${meta.openapi.method.toLowerCase()} ${meta.openapi.path}`, meta);
   }
   for (const [path, ops] of Object.entries(doc.paths ?? {})) {
-    for (const [method, op] of Object.entries(
-      ops as Record<string, { responses: Record<string, unknown> }>,
-    )) {
+    for (const [method, op] of Object.entries(ops as Record<string, Operation>)) {
       const meta = metaByRoute.get(`${method} ${path}`);
-      const responses: Record<string, unknown> = {};
-      for (const [status, response] of Object.entries(op.responses)) {
-        if (status === '200') {
-          const success = meta?.successStatus ?? 200;
-          responses[String(success)] = success === 204 ? { description: 'No content' } : response;
-        } else if (status !== 'default') {
-          responses[status] = {
-            description: ERROR_DESCRIPTIONS[status] ?? 'Error',
-            content: { 'application/json': { schema: errorEnvelope } },
-          };
-        }
+      const idempotent = meta?.idempotencyKey !== undefined;
+      const successStatus = String(meta?.successStatus ?? 200);
+      const generated = op.responses['200'] as
+        | { content?: { 'application/json'?: { schema?: unknown } } }
+        | undefined;
+      const { success, processing } = splitProcessing(
+        generated?.content?.['application/json']?.schema as Parameters<typeof splitProcessing>[0],
+      );
+      const successHeaders: Record<string, unknown> = { 'X-Request-Id': REQUEST_ID };
+      if (successStatus === '201' && path !== '/api/v1/tokens') {
+        successHeaders.Location = header('Canonical path of the created resource', true);
       }
-      for (const status of ['400', '404', '405', '500']) {
-        responses[status] ??= {
-          description: ERROR_DESCRIPTIONS[status],
-          content: { 'application/json': { schema: errorEnvelope } },
+      if (idempotent) successHeaders['Idempotent-Replayed'] = REPLAYED;
+      const responses: Responses = {};
+      responses[successStatus] =
+        successStatus === '204'
+          ? { description: 'No content', headers: successHeaders }
+          : {
+              description: 'Success',
+              headers: successHeaders,
+              content: { 'application/json': { schema: success } },
+            };
+      if (processing) {
+        responses['202'] = {
+          description:
+            'The first request with this Idempotency-Key is still processing; poll Location or retry',
+          headers: {
+            'X-Request-Id': REQUEST_ID,
+            'Retry-After': RETRY_AFTER,
+            Location: header('The resource being processed, when its id is known'),
+          },
+          content: { 'application/json': { schema: processing } },
         };
       }
+      const errors = ['400', '404', '405', '500', '503'];
+      if (op.security && op.security.length > 0) errors.push('401', '403');
+      if (op.requestBody) errors.push('413', '415');
+      if (idempotent) errors.push('409', '429');
+      if (path === '/api/v1/tokens') errors.push('401');
+      for (const status of [...new Set(errors)].sort()) responses[status] = errorResponse(status, idempotent);
       op.responses = responses;
+      if (meta?.idempotencyKey) {
+        op.parameters = [
+          ...(op.parameters ?? []),
+          {
+            name: 'Idempotency-Key',
+            in: 'header',
+            required: meta.idempotencyKey === 'required',
+            description:
+              'One high-entropy key per business operation, reused on every retry (16..64 of [A-Za-z0-9_-])',
+            schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{16,64}$' },
+          },
+        ];
+      }
     }
   }
   return doc;

@@ -9,6 +9,8 @@ import { AppError, Forbidden, toErrorResponse, toTrpcError, trpcCodeFor } from '
 export type ProcedureMeta = {
   /** REST success status when it is not 200 (201 create, 204 delete). */
   successStatus?: number;
+  /** Documents the Idempotency-Key header (the middleware enforces it). */
+  idempotencyKey?: 'required' | 'optional';
   [key: string]: unknown;
 };
 

@@ -19,6 +19,7 @@ export const ordersRouter = router({
     .meta({
       openapi: { method: 'POST', path: '/api/v1/orders', tags, summary: 'Create an order' },
       successStatus: 201,
+      idempotencyKey: 'required',
     })
     .input(createOrderInput)
     .output(orderOrProcessing)

@@ -22,6 +22,7 @@ export const paymentsRouter = router({
         summary: 'Pay an order (201 final; 202 still processing, poll Location)',
       },
       successStatus: 201,
+      idempotencyKey: 'required',
     })
     .input(createPaymentInput)
     .output(paymentOrProcessing)

@@ -50,6 +50,7 @@ export const usersRouter = router({
     .meta({
       openapi: { method: 'POST', path: '/api/v1/users', tags, summary: 'Create a user' },
       successStatus: 201,
+      idempotencyKey: 'optional',
     })
     .input(createUserInput)
     .output(userOrProcessing)
@@ -61,7 +62,10 @@ export const usersRouter = router({
     }),
 
   replace: authedProcedure
-    .meta({ openapi: { method: 'PUT', path: '/api/v1/users/{id}', tags, summary: 'Replace a user' } })
+    .meta({
+      openapi: { method: 'PUT', path: '/api/v1/users/{id}', tags, summary: 'Replace a user' },
+      idempotencyKey: 'optional',
+    })
     .input(replaceUserInput)
     .output(userOrProcessing)
     .use(idempotent({ keyRequired: false, adminOnly: true, location }))
@@ -70,6 +74,7 @@ export const usersRouter = router({
   update: authedProcedure
     .meta({
       openapi: { method: 'PATCH', path: '/api/v1/users/{id}', tags, summary: 'Change some fields of a user' },
+      idempotencyKey: 'optional',
     })
     .input(updateUserInput)
     .output(userOrProcessing)
@@ -79,6 +84,7 @@ export const usersRouter = router({
   setStatus: authedProcedure
     .meta({
       openapi: { method: 'PUT', path: '/api/v1/users/{id}/status', tags, summary: 'Set a user status' },
+      idempotencyKey: 'optional',
     })
     .input(setStatusInput)
     .output(userOrProcessing)
@@ -91,6 +97,7 @@ export const usersRouter = router({
     .meta({
       openapi: { method: 'DELETE', path: '/api/v1/users/{id}', tags, summary: 'Delete a user' },
       successStatus: 204,
+      idempotencyKey: 'optional',
     })
     .input(getUserInput)
     .output(processingSchema.optional())
