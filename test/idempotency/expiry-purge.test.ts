@@ -1,0 +1,133 @@
+import { expect } from 'chai';
+import { scopeKey, userScope } from '../../idempotency/key.js';
+import { purgeExpired } from '../../idempotency/purge-expired.js';
+import { sharedServer } from '../support/server.js';
+import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
+import { createOrderVia, expectFailure, orderScope, ordersOf, recordsOf, sql } from './support.js';
+
+const USER = '840000001';
+
+async function expire(scopeKeys: string[]): Promise<void> {
+  await sql(
+    `UPDATE idempotency_records SET expires_at = now() - interval '1 minute' WHERE scope_key = ANY($1)`,
+    [scopeKeys],
+  );
+}
+
+async function purge(): Promise<number> {
+  return purgeExpired((await sharedServer()).services.sequelize);
+}
+
+describe('idempotency record expiry and purge', () => {
+  it('when finished records have expired, then purgeExpired deletes them, keeps PROCESSING and unexpired ones, and the business rule still holds for the old key', async () => {
+    const tenant = uniqueTenant();
+    const auth = bearer(tenant, USER);
+    const body = { merchantOrderNo: 'mo-purge', amount: 9 };
+    const [k1, k2, k3] = [idempotencyKey(), idempotencyKey(), idempotencyKey()];
+    const created = await createOrderVia({
+      transport: 'rest',
+      headers: { ...auth, 'Idempotency-Key': k1 },
+      body,
+    });
+    expect(created.status).to.equal(201);
+    // A FAILED_FINAL record (the clash) and an unexpired SUCCEEDED one of another order.
+    expectFailure(
+      await createOrderVia({ transport: 'rest', headers: { ...auth, 'Idempotency-Key': k2 }, body }),
+      409,
+      40904,
+    );
+    const kept = await createOrderVia({
+      transport: 'rest',
+      headers: { ...auth, 'Idempotency-Key': k3 },
+      body: { merchantOrderNo: 'mo-kept', amount: 1 },
+    });
+    expect(kept.status).to.equal(201);
+    // An expired PROCESSING record (a live lease of another operation): never purged.
+    const lease = scopeKey(tenant, USER, 'payments.create', idempotencyKey());
+    await sql(
+      `INSERT INTO idempotency_records (scope_key, request_hash, status, user_scope, operation, owner_token, lease_until, expires_at)
+       VALUES ($1, $2, 'PROCESSING', $3, 'payments.create', $4, now() + interval '1 hour', now() - interval '1 minute')`,
+      [lease, '0'.repeat(64), userScope(tenant, USER), 'f'.repeat(64)],
+    );
+    try {
+      await expire([orderScope(tenant, USER, k1), orderScope(tenant, USER, k2)]);
+
+      expect(await purge()).to.be.at.least(2);
+
+      const left = await recordsOf(tenant);
+      expect(left.map((r) => [r.scope_key, r.status]).sort()).to.deep.equal(
+        [
+          [orderScope(tenant, USER, k3), 'SUCCEEDED'],
+          [lease, 'PROCESSING'],
+        ].sort(),
+      );
+
+      // The record is gone, the order is not: the old key executes afresh and meets the unique rule.
+      const again = await createOrderVia({
+        transport: 'trpc',
+        headers: { ...auth, 'Idempotency-Key': k1 },
+        body,
+      });
+      expectFailure(again, 409, 40904);
+      expect(again.headers.get('idempotent-replayed')).to.equal(null);
+      expect((await ordersOf(tenant)).map((o) => o.merchant_order_no)).to.deep.equal(['mo-purge', 'mo-kept']);
+      const k1Record = (await recordsOf(tenant)).find((r) => r.scope_key === orderScope(tenant, USER, k1));
+      expect(k1Record?.status).to.equal('FAILED_FINAL');
+    } finally {
+      await sql('DELETE FROM idempotency_records WHERE scope_key = $1', [lease]);
+    }
+  });
+
+  it('when a record has expired but is not purged yet, then its key is forgotten: no replay, no 40901, the business rule decides', async () => {
+    const tenant = uniqueTenant();
+    const headers = { ...bearer(tenant, USER), 'Idempotency-Key': idempotencyKey() };
+    const first = await createOrderVia({
+      transport: 'rest',
+      headers,
+      body: { merchantOrderNo: 'mo-e', amount: 2 },
+    });
+    expect(first.status).to.equal(201);
+    await expire([orderScope(tenant, USER, headers['Idempotency-Key'])]);
+
+    const same = await createOrderVia({
+      transport: 'rest',
+      headers,
+      body: { merchantOrderNo: 'mo-e', amount: 2 },
+    });
+    expectFailure(same, 409, 40904);
+    expect(same.headers.get('idempotent-replayed')).to.equal(null);
+
+    await expire([orderScope(tenant, USER, headers['Idempotency-Key'])]);
+    const other = await createOrderVia({
+      transport: 'rest',
+      headers,
+      body: { merchantOrderNo: 'mo-e2', amount: 3 },
+    });
+    expect(other.status).to.equal(201);
+    expect(other.headers.get('idempotent-replayed')).to.equal(null);
+    expect((await ordersOf(tenant)).map((o) => o.merchant_order_no)).to.deep.equal(['mo-e', 'mo-e2']);
+    const records = await recordsOf(tenant);
+    expect(records.map((r) => [r.status, r.resource_id])).to.deep.equal([['SUCCEEDED', other.body.data.id]]);
+  });
+
+  it('when more expired records exist than one batch holds, then purgeExpired goes on batch by batch until none is left', async () => {
+    const tenant = uniqueTenant();
+    const auth = bearer(tenant, USER);
+    const keys: string[] = [];
+    for (const i of [1, 2, 3, 4, 5]) {
+      const key = idempotencyKey();
+      const a = await createOrderVia({
+        transport: 'rest',
+        headers: { ...auth, 'Idempotency-Key': key },
+        body: { merchantOrderNo: `mo-${i}`, amount: i },
+      });
+      expect(a.status).to.equal(201);
+      keys.push(orderScope(tenant, USER, key));
+    }
+    await expire(keys);
+    const purged = await purgeExpired((await sharedServer()).services.sequelize, 2, 1000);
+    expect(purged).to.be.at.least(5);
+    expect(await recordsOf(tenant)).to.deep.equal([]);
+    expect(await ordersOf(tenant)).to.have.length(5);
+  });
+});
