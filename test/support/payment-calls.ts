@@ -1,0 +1,129 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createTRPCClient, httpLink } from '@trpc/client';
+import type { AppRouter } from '../../routers/index.js';
+import type { OrderDto } from '../../routers/orders/orders.schema.js';
+import { type HttpResult, http } from './http.js';
+import { idempotencyKey } from './tokens.js';
+
+export interface PaymentRequest {
+  merchantOrderNo: string;
+  amount: string | number;
+  currency?: string;
+}
+
+/** An order to pay, created over REST on the given instance; returns its transfer object. */
+export async function createOrder(
+  baseUrl: string,
+  auth: Record<string, string>,
+  merchantOrderNo: string,
+  amount = '25.00',
+): Promise<OrderDto> {
+  const res = await http('POST', '/api/v1/orders', {
+    baseUrl,
+    headers: { ...auth, 'Idempotency-Key': idempotencyKey() },
+    body: { merchantOrderNo, amount },
+  });
+  if (res.status !== 201) throw new Error(`createOrder: ${res.status} ${res.text}`);
+  return res.body.data;
+}
+
+/** POST /api/v1/payments with an Idempotency-Key. */
+export function pay(
+  baseUrl: string,
+  auth: Record<string, string>,
+  key: string,
+  body: PaymentRequest,
+  path = '/api/v1/payments',
+): Promise<HttpResult> {
+  return http('POST', path, { baseUrl, headers: { ...auth, 'Idempotency-Key': key }, body });
+}
+
+/** An HTTP answer, or status 0 when the connection failed (a killed instance). */
+export async function payOrFail(
+  baseUrl: string,
+  auth: Record<string, string>,
+  key: string,
+  body: PaymentRequest,
+): Promise<HttpResult> {
+  try {
+    return await pay(baseUrl, auth, key, body);
+  } catch (err) {
+    return { status: 0, headers: new Headers(), body: undefined, text: String(err) };
+  }
+}
+
+export interface RetryOutcome {
+  final: HttpResult;
+  /** Every status seen, in order (0 = no answer). */
+  statuses: number[];
+}
+
+/**
+ * A client that retries with the same key, as the contract tells it to, until the answer is final
+ * (any status not in `retryable`). Bounded: fails loudly instead of hanging the suite.
+ */
+export async function payUntilFinal(
+  baseUrls: string | string[],
+  auth: Record<string, string>,
+  key: string,
+  body: PaymentRequest,
+  opts: { retryable?: number[]; deadlineMs?: number; pauseMs?: number } = {},
+): Promise<RetryOutcome> {
+  const urls = Array.isArray(baseUrls) ? baseUrls : [baseUrls];
+  const retryable = new Set(opts.retryable ?? [202, 503]);
+  const deadline = Date.now() + (opts.deadlineMs ?? 20000);
+  const statuses: number[] = [];
+  for (let attempt = 0; ; attempt++) {
+    const res = await payOrFail(urls[attempt % urls.length], auth, key, body);
+    statuses.push(res.status);
+    if (!retryable.has(res.status)) return { final: res, statuses };
+    if (Date.now() > deadline)
+      throw new Error(
+        `payment ${body.merchantOrderNo} never became final: ${statuses.join(',')} ${res.text}`,
+      );
+    await sleep(opts.pauseMs ?? 250);
+  }
+}
+
+/**
+ * A typed tRPC client over HTTP (httpLink: no batching) that keeps the last HTTP answer, so tests can
+ * read the status and headers (Location, Idempotent-Replayed) of tRPC calls too.
+ */
+export function trpcClient(baseUrl: string, headers: Record<string, string>) {
+  const last: { status: number; headers: Headers } = { status: 0, headers: new Headers() };
+  const client = createTRPCClient<AppRouter>({
+    links: [
+      httpLink({
+        url: `${baseUrl}/trpc`,
+        headers,
+        fetch: async (url, init) => {
+          const res = await fetch(url, init as RequestInit);
+          last.status = res.status;
+          last.headers = res.headers;
+          return res;
+        },
+      }),
+    ],
+  });
+  return { client, last };
+}
+
+/**
+ * Environment of a real instance for fault tests: short leases and time-outs, from configuration only
+ * (the gateway time-out stays below the lease, as the configuration demands).
+ */
+export function shortLeaseEnv(
+  databaseUrl: string,
+  gatewayUrl: string,
+  overrides: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    DATABASE_URL: databaseUrl,
+    PAYMENT_GATEWAY_URL: gatewayUrl,
+    IDEMPOTENCY_LEASE_MS: '1500',
+    GATEWAY_TIMEOUT_MS: '500',
+    RECOVERER_INTERVAL_MS: '200',
+    IDEMPOTENCY_WAIT_MS: '300',
+    ...overrides,
+  };
+}
