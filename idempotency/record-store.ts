@@ -40,6 +40,8 @@ const lit = (client: ClientBase, v: string) => client.escapeLiteral(v);
  *    (the database does the bounded wait; on expiry the duplicate gets 202).
  * 2. INSERT ... ON CONFLICT DO NOTHING: exactly one of any number of concurrent requests inserts.
  *    The caps are part of the same statement (counted in the database, bounded by LIMIT).
+ *    The bound stays for the business write too: a write stuck behind another transaction's row
+ *    answers 503 (rolled back, retry with the same key) instead of holding a worker indefinitely.
  * 3. SAVEPOINT: a final business failure rolls back to here and records FAILED_FINAL instead.
  * Returns true when this request inserted the record and owns the execution.
  */

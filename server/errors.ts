@@ -146,6 +146,33 @@ const TRPC_STATUS: Partial<Record<TRPC_ERROR_CODE_KEY, number>> = {
   SERVICE_UNAVAILABLE: 503,
 };
 
+const UNAVAILABLE_ERROR_NAMES = new Set([
+  'SequelizeConnectionError',
+  'SequelizeConnectionRefusedError',
+  'SequelizeConnectionTimedOutError',
+  'SequelizeConnectionAcquireTimeoutError',
+  'SequelizeHostNotReachableError',
+  'SequelizeHostNotFoundError',
+]);
+// Connection exceptions (08*), server shutting down or starting (57P01-57P03), too many connections.
+const UNAVAILABLE_PG_CODE = /^(08...|57P0[123]|53300)$/;
+
+/** The database could not be reached or dropped the connection: 503, never a 500. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  let current = err as { name?: unknown; code?: unknown; cause?: unknown; parent?: unknown; message?: unknown } | undefined;
+  for (let i = 0; i < 8 && current; i++) {
+    if (typeof current.name === 'string' && UNAVAILABLE_ERROR_NAMES.has(current.name)) return true;
+    if (typeof current.code === 'string' && (UNAVAILABLE_PG_CODE.test(current.code) || current.code === 'ECONNREFUSED')) {
+      return true;
+    }
+    if (typeof current.message === 'string' && /Connection terminated|connection is closed/i.test(current.message)) {
+      return true;
+    }
+    current = (current.cause ?? current.parent) as typeof current;
+  }
+  return false;
+}
+
 /** Unwraps TRPCError causes down to the domain error or ZodError that started it. */
 function rootCause(err: unknown): unknown {
   let current = err;
@@ -184,6 +211,15 @@ export function toErrorResponse(err: unknown): ErrorResponse {
       const message = err.code === 'PARSE_ERROR' ? 'body: malformed JSON' : err.message;
       return { status, body: { code: status, message, data: null }, headers: {}, internal: false };
     }
+  }
+  if (isDatabaseUnavailable(err)) {
+    // Nothing was committed (the transaction failed with the connection): safe to retry, same key.
+    return {
+      status: 503,
+      body: { code: 503, message: 'Database unavailable; retry with the same Idempotency-Key', data: null },
+      headers: { 'Retry-After': '1' },
+      internal: false,
+    };
   }
   return {
     status: 500,
