@@ -7,31 +7,15 @@ import {
   createdStatus,
   createOrderVia,
   expectFailure,
-  ordersOf,
+  holdingTransaction,
   orderScope,
-  rawPg,
+  ordersOf,
   recordsOf,
   TRANSPORTS,
   until,
 } from './support.js';
 
 const USER = '820000001';
-
-/**
- * A transaction of the test's own on a raw connection: it holds row locks the service's requests
- * run into, for as long as the test wants. Always rolled back and closed.
- */
-async function holdingTransaction<T>(work: (client: pg.Client, pid: number) => Promise<T>): Promise<T> {
-  const client = await rawPg();
-  try {
-    const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-    await client.query('BEGIN');
-    return await work(client, pid);
-  } finally {
-    await client.query('ROLLBACK').catch(() => {});
-    await client.end();
-  }
-}
 
 /** An uncommitted PROCESSING record under the exact scope key the engine will use. */
 async function lockRecord(client: pg.Client, tenant: string, key: string): Promise<void> {
@@ -43,7 +27,11 @@ async function lockRecord(client: pg.Client, tenant: string, key: string): Promi
 }
 
 /** An uncommitted order with the same merchantOrderNo: the service's insert waits on its unique index. */
-async function lockMerchantOrderNo(client: pg.Client, tenant: string, merchantOrderNo: string): Promise<void> {
+async function lockMerchantOrderNo(
+  client: pg.Client,
+  tenant: string,
+  merchantOrderNo: string,
+): Promise<void> {
   await client.query(
     `INSERT INTO orders (tenant_id, user_id, merchant_order_no, amount, currency) VALUES ($1, 1, $2, 1, 'USD')`,
     [tenant, merchantOrderNo],
@@ -128,7 +116,9 @@ describe('in-flight duplicates: waiting for the first request', () => {
     const retry = await createOrderVia({ transport: 'trpc', headers, body });
     expect(retry.status).to.equal(200);
     expect(retry.headers.get('idempotent-replayed')).to.equal(null);
-    expect((await ordersOf(tenant)).map((o) => [o.id, o.user_id])).to.deep.equal([[retry.body.data.id, USER]]);
+    expect((await ordersOf(tenant)).map((o) => [o.id, o.user_id])).to.deep.equal([
+      [retry.body.data.id, USER],
+    ]);
     expect((await recordsOf(tenant)).map((r) => r.status)).to.deep.equal(['SUCCEEDED']);
   });
 });

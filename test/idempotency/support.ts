@@ -154,6 +154,24 @@ export async function rawPg(): Promise<pg.Client> {
   return client;
 }
 
+/**
+ * A transaction of the test's own on a raw connection: it holds row locks the service's requests
+ * run into, for as long as the test wants. Always rolled back and closed.
+ */
+export async function holdingTransaction<T>(
+  work: (client: pg.Client, pid: number) => Promise<T>,
+): Promise<T> {
+  const client = await rawPg();
+  try {
+    const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    await client.query('BEGIN');
+    return await work(client, pid);
+  } finally {
+    await client.query('ROLLBACK').catch(() => {});
+    await client.end();
+  }
+}
+
 /** Polls until `check` holds (a state of the database, not a duration); throws after `limitMs`. */
 export async function until(check: () => Promise<boolean>, what: string, limitMs = 10000): Promise<void> {
   const deadline = Date.now() + limitMs;
