@@ -1,5 +1,20 @@
 import { sharedServer } from './server.js';
 
+/** One answer seen by http(): the whole suite's REST answers, checked against /openapi.json at the end. */
+export interface RecordedCall {
+  method: string;
+  /** The request path as sent, query string included. */
+  path: string;
+  baseUrl: string;
+  status: number;
+  headers: Record<string, string>;
+  body: unknown;
+  text: string;
+}
+
+/** Every call made through http() in this process, in order (append-only). */
+export const recordedCalls: RecordedCall[] = [];
+
 export interface HttpResult {
   status: number;
   headers: Headers;
@@ -28,5 +43,14 @@ export async function http(
   } catch {
     body = undefined;
   }
+  recordedCalls.push({
+    method: method.toUpperCase(),
+    path,
+    baseUrl: base,
+    status: res.status,
+    headers: Object.fromEntries(res.headers),
+    body,
+    text,
+  });
   return { status: res.status, headers: res.headers, body, text };
 }
