@@ -1,0 +1,177 @@
+// Repairs applied by `reconcile` (gateway/reconcile.ts). Every write goes through the same guards as the
+// service: a payment with an idempotency record is finished only after a takeover of an ended lease
+// (so a live executor is never overwritten), and money only moves through idempotent refunds.
+import pino, { type Logger } from 'pino';
+import { QueryTypes, type Sequelize } from 'sequelize';
+import type { IdempotencyEngine } from '../idempotency/engine.js';
+import { markRetryable, releaseLease, takeOver } from '../idempotency/lease.js';
+import { Order } from '../models/order.js';
+import { Payment } from '../models/payment.js';
+import { type PaymentDeps, resolvePayment } from '../routers/payments/payment-execution.js';
+import type { Config } from '../server/config.js';
+import type { Charge, ChargeOutcome, GatewayClient } from './types.js';
+
+/** reported: left as found; repaired: fixed now; in-flight: a live executor owns it (transient);
+ * failed: a repair was attempted and did not complete (the next run tries again). */
+export type Outcome = 'reported' | 'repaired' | 'in-flight' | 'failed';
+
+export interface RepairResult {
+  outcome: Outcome;
+  note: string;
+}
+
+export interface RepairDeps {
+  sequelize: Sequelize;
+  gateway: GatewayClient;
+  engine?: IdempotencyEngine;
+  config?: Config;
+  logger?: Logger;
+}
+
+interface OpenRecord {
+  scopeKey: string;
+  ownerToken: string | null;
+  status: 'PROCESSING' | 'FAILED_RETRYABLE';
+  live: boolean;
+}
+
+const IN_FLIGHT: RepairResult = {
+  outcome: 'in-flight',
+  note: 'in-flight, skipped: an executor holds a live lease',
+};
+
+/** Records that may still finish this payment (any operation: resource ids of payments are unique). */
+function openRecords(sequelize: Sequelize, paymentId: string): Promise<OpenRecord[]> {
+  return sequelize.query<OpenRecord>(
+    `SELECT scope_key AS "scopeKey", owner_token AS "ownerToken", status,
+            (status = 'PROCESSING' AND lease_until >= now()) AS live
+     FROM idempotency_records WHERE resource_id = $1 AND status IN ('PROCESSING', 'FAILED_RETRYABLE')`,
+    { bind: [paymentId], type: QueryTypes.SELECT },
+  );
+}
+
+/**
+ * The gateway as resolvePayment sees it during a repair: it may query but never charge. If the query
+ * finds nothing after all (a settlement report ahead of the query API), resolvePayment would charge;
+ * this turns that into "not charged" and the record is handed back untouched in substance.
+ */
+function queryOnly(gateway: GatewayClient): GatewayClient {
+  const refuse = async (): Promise<ChargeOutcome> => ({ kind: 'not-charged', reason: 'refused' });
+  return Object.assign(Object.create(gateway) as GatewayClient, { charge: refuse });
+}
+
+/** PROCESSING locally, charged at the gateway: finish it as the service would have. */
+export async function finaliseCharged(
+  deps: RepairDeps,
+  payment: Payment,
+  charge: Charge,
+  repair: boolean,
+): Promise<RepairResult> {
+  const records = await openRecords(deps.sequelize, payment.id);
+  // Checked in report-only runs too: a payment being charged right now is not a mismatch.
+  if (records.some((r) => r.live)) return IN_FLIGHT;
+  if (records.length === 0) {
+    // Its executor may have finished between the read of the payments and now.
+    await payment.reload();
+    if (payment.status !== 'PROCESSING')
+      return { outcome: 'in-flight', note: `settled meanwhile as ${payment.status}` };
+    if (repair) return finaliseWithoutRecord(deps.sequelize, payment, charge);
+  }
+  if (!repair) return { outcome: 'reported', note: `repairable: finalise as ${charge.status}` };
+  const { engine, config } = deps;
+  if (!engine || !config)
+    return {
+      outcome: 'reported',
+      note: 'not repaired: the idempotency engine is needed to finish the record',
+    };
+  let result: RepairResult = IN_FLIGHT;
+  for (const record of records) {
+    // One winner among the recoverer, client retries and this run; losing means someone else finishes.
+    const owner = await takeOver(
+      deps.sequelize,
+      record.scopeKey,
+      record.ownerToken,
+      config.IDEMPOTENCY_LEASE_MS,
+    );
+    if (!owner) return { outcome: 'in-flight', note: 'in-flight, skipped: another executor took it over' };
+    const paymentDeps: PaymentDeps = {
+      sequelize: deps.sequelize,
+      engine,
+      config,
+      logger: deps.logger ?? pino({ level: 'silent' }),
+      gateway: queryOnly(deps.gateway),
+    };
+    const resolution = await resolvePayment(paymentDeps, record.scopeKey, owner, payment, true);
+    if (resolution.kind === 'final') {
+      result = { outcome: 'repaired', note: `finalised as ${payment.status} through a lease takeover` };
+      continue;
+    }
+    if (resolution.kind === 'fenced') return IN_FLIGHT;
+    // Not settled by the query: give the record back in the state it had, for the service to finish.
+    if (record.status === 'FAILED_RETRYABLE') await markRetryable(deps.sequelize, record.scopeKey, owner);
+    else if (resolution.kind === 'not-charged') await releaseLease(deps.sequelize, record.scopeKey, owner);
+    const why =
+      resolution.kind === 'pending' ? 'the gateway query was unavailable' : 'the query found no charge';
+    return { outcome: 'failed', note: `not finalised: ${why}` };
+  }
+  return result;
+}
+
+/**
+ * No record can finish this payment any more (none is PROCESSING or FAILED_RETRYABLE), so no executor
+ * can write it either: finalise payment and order together, only if the payment is still PROCESSING.
+ */
+async function finaliseWithoutRecord(
+  sequelize: Sequelize,
+  payment: Payment,
+  charge: Charge,
+): Promise<RepairResult> {
+  const succeeded = charge.status === 'SUCCEEDED';
+  const changed = await sequelize.transaction(async (transaction) => {
+    const [count] = await Payment.update(
+      {
+        status: succeeded ? 'SUCCEEDED' : 'FAILED',
+        failureReason: succeeded ? null : 'DECLINED',
+        chargeId: charge.chargeId,
+      },
+      { where: { id: payment.id, status: 'PROCESSING' }, transaction },
+    );
+    if (count === 1 && succeeded)
+      await Order.update({ status: 'PAID' }, { where: { id: payment.orderId }, transaction });
+    return count === 1;
+  });
+  await payment.reload();
+  return changed
+    ? { outcome: 'repaired', note: `finalised as ${payment.status} (no open idempotency record)` }
+    : { outcome: 'in-flight', note: `skipped: the payment became ${payment.status} meanwhile` };
+}
+
+/** SUCCEEDED charges to undo: all but the one the payment recorded (or the first), minus refunded ones. */
+export function extraCharges(payment: Payment, charges: Charge[], refunded: Set<string>): Charge[] {
+  const succeeded = charges.filter((c) => c.status === 'SUCCEEDED');
+  const keep = succeeded.find((c) => c.chargeId === payment.chargeId) ?? succeeded[0];
+  return succeeded.filter((c) => c !== keep && !refunded.has(c.chargeId));
+}
+
+/** A paymentNo charged more than once: refund the extras (idempotent per chargeId, so a retry is safe). */
+export async function refundExtras(
+  gateway: GatewayClient,
+  payment: Payment,
+  extras: Charge[],
+  repair: boolean,
+): Promise<RepairResult> {
+  const ids = extras.map((c) => c.chargeId).join(', ');
+  if (!repair) return { outcome: 'reported', note: `repairable: refund ${ids}` };
+  const failed: string[] = [];
+  for (const extra of extras) {
+    try {
+      await gateway.refund(payment.paymentNo, extra.chargeId);
+    } catch {
+      // A refund whose answer was lost may have happened: the next run sees it in the ledger or retries.
+      failed.push(extra.chargeId);
+    }
+  }
+  return failed.length === 0
+    ? { outcome: 'repaired', note: `refunded ${ids}` }
+    : { outcome: 'failed', note: `refund failed for ${failed.join(', ')}` };
+}

@@ -1,0 +1,64 @@
+// The gateway's side of a reconciliation (gateway/reconcile.ts): every charge and refund it knows of,
+// grouped by paymentNo. See reconcile.ts for why the ledger is preferred over per-payment queries.
+import type { Payment } from '../models/payment.js';
+import { GatewayError } from './client.js';
+import type { Charge, GatewayClient } from './types.js';
+
+export interface GatewayView {
+  source: 'ledger' | 'query';
+  charges: Map<string, Charge[]>;
+  refunded: Set<string>;
+  unverifiable: Set<string>;
+}
+
+export const QUERY_NOTICE =
+  'the gateway has no ledger: each payment was queried (GET /charges/{paymentNo} returns one charge), ' +
+  'so duplicate charges and refunds could not be detected';
+
+/** "25", "25.5" and "25.50" are one amount (amounts are compared as strings, never as floats). */
+export function money(raw: string): string {
+  const [int, frac = ''] = String(raw).split('.');
+  return /^\d+$/.test(int) && /^\d{0,2}$/.test(frac) ? `${BigInt(int)}.${frac.padEnd(2, '0')}` : String(raw);
+}
+
+function group(charges: Charge[]): Map<string, Charge[]> {
+  const map = new Map<string, Charge[]>();
+  for (const c of charges) map.set(c.paymentNo, [...(map.get(c.paymentNo) ?? []), c]);
+  return map;
+}
+
+export async function ledgerView(gateway: GatewayClient): Promise<GatewayView | undefined> {
+  try {
+    const ledger = await gateway.ledger();
+    return {
+      source: 'ledger',
+      charges: group(ledger.charges),
+      refunded: new Set(ledger.refunds.map((r) => r.chargeId)),
+      unverifiable: new Set(),
+    };
+  } catch (err) {
+    // The gateway answered but offers no ledger (4xx): fall back to queries. No answer at all (refused,
+    // time-out): nothing can be verified, so the run fails rather than report every payment.
+    if (err instanceof GatewayError && err.status !== undefined && err.status < 500) return undefined;
+    throw err;
+  }
+}
+
+export async function queryView(gateway: GatewayClient, payments: Payment[]): Promise<GatewayView> {
+  const view: GatewayView = {
+    source: 'query',
+    charges: new Map(),
+    refunded: new Set(),
+    unverifiable: new Set(),
+  };
+  for (let i = 0; i < payments.length; i += 10) {
+    await Promise.all(
+      payments.slice(i, i + 10).map(async (p) => {
+        const q = await gateway.query(p.paymentNo);
+        if (q.kind === 'found') view.charges.set(p.paymentNo, [q.charge]);
+        if (q.kind === 'unavailable') view.unverifiable.add(p.paymentNo);
+      }),
+    );
+  }
+  return view;
+}
