@@ -153,5 +153,10 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
       }
     }
   }
+  // trpc-to-openapi also emits `error.BAD_REQUEST`-style component schemas ({message, code: "BAD_REQUEST",
+  // issues}): no answer has that shape and no operation refers to them once the responses above are
+  // replaced, but generated clients would still get types for them. The envelope is the only error body.
+  const schemas = doc.components?.schemas as Record<string, unknown> | undefined;
+  for (const name of Object.keys(schemas ?? {})) if (name.startsWith('error.')) delete schemas?.[name];
   return doc;
 }
