@@ -125,7 +125,7 @@ export class IdempotencyEngine {
       // The record kept vanishing under us (rolled back or purged between claim and read).
       return this.processing(ctx, req, null);
     } finally {
-      if (heldPlaceholder) await this.placeholder?.release(req.scopeKey);
+      if (heldPlaceholder) await this.placeholder?.release(req.scopeKey, heldPlaceholder);
     }
   }
 

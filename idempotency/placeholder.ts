@@ -10,7 +10,6 @@ import type { Logger } from 'pino';
  */
 export class Placeholder {
   private readonly redis: Redis;
-  private readonly held = new Map<string, string>();
 
   constructor(
     url: string,
@@ -29,25 +28,23 @@ export class Placeholder {
     this.redis.on('error', (err) => this.logger.debug({ err: err.message }, 'redis placeholder unavailable'));
   }
 
-  /** true: acquired; false: someone holds it; undefined: Redis unavailable (ignored). */
-  async acquire(scopeKey: string): Promise<boolean | undefined> {
+  /**
+   * A token: acquired (pass it to release); false: someone holds it; undefined: Redis unavailable
+   * (ignored). The token is per acquisition, not per scope key: after a flush or expiry two requests
+   * of one process can hold the same scope one after the other, and a per-key memo let the first
+   * one's release delete the second one's placeholder (test/unit/placeholder.test.ts).
+   */
+  async acquire(scopeKey: string): Promise<string | false | undefined> {
     const token = randomBytes(8).toString('hex');
     try {
       const ok = await this.redis.set(`idem:${scopeKey}`, token, 'PX', this.ttlMs, 'NX');
-      if (ok === 'OK') {
-        this.held.set(scopeKey, token);
-        return true;
-      }
-      return false;
+      return ok === 'OK' ? token : false;
     } catch {
       return undefined;
     }
   }
 
-  async release(scopeKey: string): Promise<void> {
-    const token = this.held.get(scopeKey);
-    this.held.delete(scopeKey);
-    if (!token) return;
+  async release(scopeKey: string, token: string): Promise<void> {
     try {
       // Delete only our own placeholder: after expiry someone else's may stand under this key.
       await this.redis.eval(
