@@ -120,7 +120,9 @@ export function toTrpcError(err: AppError): TRPCError {
 export function zodMessage(error: ZodError): string {
   const issue = error.issues[0];
   if (!issue) return 'Invalid input';
-  const path = issue.path.map(String).join('.');
+  // An unknown key fails at the object's level: name the key itself, as for any other field.
+  const at = issue.code === 'unrecognized_keys' ? [...issue.path, issue.keys[0]] : issue.path;
+  const path = at.map(String).join('.');
   return path ? `${path}: ${issue.message}` : issue.message;
 }
 
@@ -159,13 +161,21 @@ const UNAVAILABLE_PG_CODE = /^(08...|57P0[123]|53300)$/;
 
 /** The database could not be reached or dropped the connection: 503, never a 500. */
 export function isDatabaseUnavailable(err: unknown): boolean {
-  let current = err as { name?: unknown; code?: unknown; cause?: unknown; parent?: unknown; message?: unknown } | undefined;
+  let current = err as
+    | { name?: unknown; code?: unknown; cause?: unknown; parent?: unknown; message?: unknown }
+    | undefined;
   for (let i = 0; i < 8 && current; i++) {
     if (typeof current.name === 'string' && UNAVAILABLE_ERROR_NAMES.has(current.name)) return true;
-    if (typeof current.code === 'string' && (UNAVAILABLE_PG_CODE.test(current.code) || current.code === 'ECONNREFUSED')) {
+    if (
+      typeof current.code === 'string' &&
+      (UNAVAILABLE_PG_CODE.test(current.code) || current.code === 'ECONNREFUSED')
+    ) {
       return true;
     }
-    if (typeof current.message === 'string' && /Connection terminated|connection is closed/i.test(current.message)) {
+    if (
+      typeof current.message === 'string' &&
+      /Connection terminated|connection is closed/i.test(current.message)
+    ) {
       return true;
     }
     current = (current.cause ?? current.parent) as typeof current;

@@ -85,6 +85,8 @@ export function createRestHandler(router: AppRouter, paths: Record<string, objec
       if (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body)) {
         return sendError(res, new ValidationError('body', 'must be a JSON object'));
       }
+      const smuggled = bodyKeyNeverAllowed(req.body, route.canonical);
+      if (smuggled) return sendError(res, new ValidationError(smuggled, `Unrecognized key: "${smuggled}"`));
     }
 
     // Swap trpc-to-openapi's error body for the envelope computed in onError (same mapping as tRPC).
@@ -103,6 +105,20 @@ export function createRestHandler(router: AppRouter, paths: Record<string, objec
     }) as Response['end'];
     await openapi(req, res, next);
   };
+}
+
+/**
+ * Top-level body keys the procedure's strict schema would never see, so they are refused here.
+ * trpc-to-openapi builds the input with `Object.assign({}, body, pathParams)`: a `__proto__` key
+ * becomes the input's prototype (its fields then pass validation as inherited values, and no
+ * unknown-key check fires), and a key named like a path parameter is silently overwritten by it.
+ */
+function bodyKeyNeverAllowed(body: object, template: string): string | undefined {
+  if (Object.hasOwn(body, '__proto__')) return '__proto__';
+  for (const [, param] of template.matchAll(/\{(.+?)\}/g)) {
+    if (Object.hasOwn(body, param)) return param;
+  }
+  return undefined;
 }
 
 function pick(headers: Record<string, string> | undefined): Record<string, string> {

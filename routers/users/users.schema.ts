@@ -2,7 +2,12 @@ import { z } from 'zod';
 import { envelopeOf } from '../envelope.js';
 import { idParams, idSchema, isoDate, pageQuery } from '../params.schema.js';
 
-const name = z.string().min(1).max(100);
+// PostgreSQL text cannot hold NUL: the driver escaped it and the stored name silently differed.
+const name = z
+  .string()
+  .min(1)
+  .max(100)
+  .regex(/^[^\0]*$/, 'must not contain NUL characters');
 // The pipe is load-bearing: trpc-to-openapi sets `coerce` on every plain z.number() field of an input
 // object, bodies included, and mutates the shared schema (so /trpc is hit too): "30", null and true
 // would become 30, 0 and 1. It leaves a pipe alone.

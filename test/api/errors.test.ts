@@ -125,6 +125,13 @@ describe('errors: body size and media type', () => {
     });
   }
 
+  it('when Content-Encoding says gzip but the bytes are not gzip, then 400 (not 500)', async () => {
+    const headers = { ...adminOf(uniqueTenant()), 'Content-Encoding': 'gzip' };
+    const res = await post('{"name":"Ann","age":30}', headers);
+    expectError(res, 400);
+    expect(res.body.message).to.match(/^body: /);
+  });
+
   it('when a POST has no Content-Type, then 415', async () => {
     expectError(await http('POST', '/api/v1/users', { headers: adminOf(uniqueTenant()) }), 415);
   });
