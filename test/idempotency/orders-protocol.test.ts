@@ -224,7 +224,13 @@ describe('idempotency protocol across transports and aliases', () => {
     const body = { merchantOrderNo: 'mo-x', amount: '7.5' };
     const rest = await createOrderVia({ transport: 'rest', headers, body });
     const trpc = await createOrderVia({ transport: 'trpc', headers, body: { ...body, amount: 7.5 } });
-    const alias = await createOrderVia({ transport: 'rest', headers, body, path: '/orders' });
+    // The alias, with a charset parameter on the media type: the same fingerprint.
+    const alias = await createOrderVia({
+      transport: 'rest',
+      headers: { ...headers, 'Content-Type': 'application/json; charset=utf-8' },
+      body,
+      path: '/orders',
+    });
     expect(rest.status).to.equal(201);
     expectNotReplayed(rest);
     expect(trpc.status).to.equal(200);
@@ -273,6 +279,36 @@ describe('idempotency protocol across transports and aliases', () => {
   });
 });
 
+describe('idempotency protocol under concurrency', () => {
+  it('when 20 requests race on one key with two different bodies, then one order; the same body gets its 201, the other body 409/40901', async () => {
+    const tenant = uniqueTenant();
+    const headers = { ...bearer(tenant, USER), 'Idempotency-Key': idempotencyKey() };
+    const bodies = [
+      { merchantOrderNo: 'mo-race', amount: 1 },
+      { merchantOrderNo: 'mo-race', amount: 2 },
+    ];
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        createOrderVia({ transport: i % 4 < 2 ? 'rest' : 'trpc', headers, body: bodies[i % 2] }),
+      ),
+    );
+    const orders = await ordersOf(tenant);
+    expect(orders).to.have.length(1);
+    const winner = orders[0].amount === '1.00' ? 0 : 1;
+    for (const [i, a] of answers.entries()) {
+      // Still processing after the wait bound (the fingerprint cannot be compared yet): allowed.
+      if (a.body.code === 202) continue;
+      if (i % 2 === winner) {
+        expect(a.body.code, JSON.stringify(a.body)).to.equal(200);
+        expect(a.body.data.id).to.equal(orders[0].id);
+      } else {
+        expectFailure(a, 409, 40901);
+      }
+    }
+    await expectNoProcessing(tenant);
+  });
+});
+
 describe('idempotency scope: tenant + user + operation + key', () => {
   it('when other users, tenants and operations reuse one key, then each executes on its own record', async () => {
     const tenant = uniqueTenant();
@@ -296,11 +332,17 @@ describe('idempotency scope: tenant + user + operation + key', () => {
       headers: { ...bearer(otherTenant, USER), 'Idempotency-Key': key },
       body,
     });
+    // One user (the tenant's operator admin), one key, two operations: two records.
     const d = await http('POST', '/api/v1/users', {
       headers: { ...adminOf(tenant), 'Idempotency-Key': key },
       body: { name: 'Same Key', age: 20 },
     });
-    for (const x of [a, b, d]) {
+    const e = await createOrderVia({
+      transport: 'rest',
+      headers: { ...adminOf(tenant), 'Idempotency-Key': key },
+      body: { merchantOrderNo: 'mo-admin', amount: 1 },
+    });
+    for (const x of [a, b, d, e]) {
       expect(x.status, JSON.stringify(x.body)).to.equal(201);
       expectNotReplayed(x);
     }
@@ -312,6 +354,7 @@ describe('idempotency scope: tenant + user + operation + key', () => {
     expect(orders.map((o) => [o.user_id, o.merchant_order_no])).to.deep.equal([
       [USER, 'mo-s'],
       ['810000002', 'mo-s2'],
+      ['900000001', 'mo-admin'],
     ]);
     expect(await ordersOf(otherTenant)).to.have.length(1);
     const scopes = [...(await recordsOf(tenant)), ...(await recordsOf(otherTenant))].map((r) => r.scope_key);
@@ -321,6 +364,7 @@ describe('idempotency scope: tenant + user + operation + key', () => {
         orderScope(tenant, '810000002', key),
         orderScope(otherTenant, USER, key),
         `${tenant}:900000001:users.create:${key}`,
+        orderScope(tenant, '900000001', key),
       ].sort(),
     );
   });

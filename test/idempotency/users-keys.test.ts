@@ -150,6 +150,19 @@ describe('Idempotency-Key on users mutations (optional key, Mode A)', () => {
     expect(list.body.data.total).to.equal(1);
   });
 
+  it('when one key is reused for the same operation on another path id, then 409/40901 (path parameters are fingerprinted)', async () => {
+    const tenant = uniqueTenant();
+    const one = await createUser(tenant, { name: 'One' });
+    const two = await createUser(tenant, { name: 'Two' });
+    const headers = { ...adminOf(tenant), 'Idempotency-Key': idempotencyKey() };
+    expect((await http('PATCH', `/api/v1/users/${one.id}`, { headers, body: { age: 70 } })).status).to.equal(
+      200,
+    );
+    expectFailure(await http('PATCH', `/api/v1/users/${two.id}`, { headers, body: { age: 70 } }), 409, 40901);
+    expect((await userRow(one.id))?.age).to.equal(70);
+    expect((await userRow(two.id))?.age).to.equal(30);
+  });
+
   it('when users mutations carry no key, then they run without any record (the server never invents a key)', async () => {
     const tenant = uniqueTenant();
     const user = await createUser(tenant);
