@@ -163,6 +163,18 @@ describe('Idempotency-Key on users mutations (optional key, Mode A)', () => {
     expect((await userRow(two.id))?.age).to.equal(30);
   });
 
+  it('when a non-admin sends an admin-only mutation with a key, then 403 before the protocol: no record, and a retry with another body is 403 too (not 40901)', async () => {
+    const tenant = uniqueTenant();
+    const member = await createUser(tenant, { name: 'Member' });
+    const headers = { ...bearer(tenant, member.id), 'Idempotency-Key': idempotencyKey() };
+    // CONTRACT section 3: authorisation (403) answers before the idempotency conflict (409).
+    expectFailure(await http('POST', '/api/v1/users', { headers, body: { name: 'X', age: 1 } }), 403);
+    expectFailure(await http('POST', '/api/v1/users', { headers, body: { name: 'Y', age: 2 } }), 403);
+    expectFailure(await http('DELETE', `/api/v1/users/${member.id}`, { headers }), 403);
+    expect(await recordsOf(tenant)).to.deep.equal([]);
+    expect(await userRow(member.id)).to.not.equal(undefined);
+  });
+
   it('when users mutations carry no key, then they run without any record (the server never invents a key)', async () => {
     const tenant = uniqueTenant();
     const user = await createUser(tenant);
