@@ -1,0 +1,123 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { expect } from 'chai';
+import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
+import type { HttpResult } from '../support/http.js';
+import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
+import { createOrder, pay, payUntilFinal, shortLeaseEnv } from '../support/payment-calls.js';
+import { assertPaymentInvariants } from '../support/payment-invariants.js';
+import { type Instance, startInstance, startInstances } from '../support/processes.js';
+import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
+
+const ORDERS = 30;
+
+describe('payments: races over several instances, and the in-flight cap', function () {
+  this.timeout(60000);
+  let db: IsolatedDatabase;
+  let slot: GatewaySlot;
+  let racers: Instance[] = [];
+  let capped: Instance;
+
+  before(async () => {
+    db = await createIsolatedDatabase('races');
+    slot = await startGatewaySlot();
+    racers = await startInstances(3, shortLeaseEnv(db.url, slot.url));
+    // Gateway answers slower than the other instances' time-out, yet within this one's: calls hang, then finish.
+    capped = await startInstance(
+      shortLeaseEnv(db.url, slot.url, {
+        IDEMPOTENCY_MAX_IN_FLIGHT: '2',
+        IDEMPOTENCY_LEASE_MS: '4000',
+        GATEWAY_TIMEOUT_MS: '3000',
+      }),
+    );
+  });
+  beforeEach(() => slot.client.setFaults({}));
+  after(async () => {
+    for (const instance of [...racers, capped]) instance?.kill();
+    await Promise.all([...racers, capped].map((i) => i?.exited));
+    await slot?.close();
+    await db?.drop();
+  });
+
+  it('when 30 orders are each paid by 3 concurrent same-key requests on 3 instances plus one other key, then every final answer agrees and each order is charged once', async () => {
+    const tenant = uniqueTenant('race');
+    const urls = racers.map((r) => r.url);
+    const orders = await Promise.all(
+      Array.from({ length: ORDERS }, async (_, i) => {
+        // One user per order: the race is about keys and orders, not the per-user in-flight cap.
+        const auth = bearer(tenant, String(840000000 + i));
+        const body = { merchantOrderNo: `mo-${i}`, amount: `${i + 1}.25` };
+        await createOrder(urls[i % 3], auth, body.merchantOrderNo, body.amount);
+        return { auth, body, key: idempotencyKey(), otherKey: idempotencyKey() };
+      }),
+    );
+    // Slow enough that the duplicates overlap the first one's gateway call.
+    await slot.client.setFaults({ latencyMs: 100 });
+
+    const calls = orders.flatMap((o, i) => [
+      ...urls.map((url) => ({ order: i, url, key: o.key })),
+      { order: i, url: urls[i % 3], key: o.otherKey },
+    ]);
+    const burst = await Promise.all(
+      calls.map((c) => pay(c.url, orders[c.order].auth, c.key, orders[c.order].body)),
+    );
+    const early = burst.map((r) => r.status).filter((s) => s !== 201 && s !== 202);
+    expect(early, 'only 201 or 202 while racing').to.deep.equal([]);
+
+    // Every answer that is not final yet is retried with its own key until it is.
+    const finals: HttpResult[] = await Promise.all(
+      burst.map(async (res, n) => {
+        if (res.status === 201) return res;
+        const c = calls[n];
+        const retried = await payUntilFinal(urls, orders[c.order].auth, c.key, orders[c.order].body, {
+          retryable: [202],
+        });
+        return retried.final;
+      }),
+    );
+    for (let i = 0; i < ORDERS; i++) {
+      const answers = finals.filter((_, n) => calls[n].order === i);
+      expect(answers.map((a) => a.status)).to.deep.equal([201, 201, 201, 201]);
+      const payments = answers.map((a) => a.body.data);
+      expect(new Set(payments.map((p) => JSON.stringify(p))).size, `order ${i}: one payment`).to.equal(1);
+      expect(payments[0]).to.include({ merchantOrderNo: `mo-${i}`, status: 'SUCCEEDED' });
+    }
+
+    const payments = await assertPaymentInvariants(db.sequelize, () => slot.ledger(), tenant, {
+      exclusiveLedger: true,
+    });
+    expect(payments).to.have.length(ORDERS);
+    const paymentNos = new Set(payments.map((p) => p.paymentNo));
+    const charged = (await slot.ledger()).charges.filter((c) => paymentNos.has(c.paymentNo));
+    expect(charged).to.have.length(ORDERS);
+  });
+
+  it('when a user has 2 payments hanging at the gateway and the cap is 2, then the third gets 429 42901 with Retry-After and succeeds later', async () => {
+    const tenant = uniqueTenant('cap');
+    const auth = bearer(tenant, '850000001');
+    const bodies = [1, 2, 3].map((i) => ({ merchantOrderNo: `mo-${i}`, amount: '9.99' }));
+    for (const body of bodies) await createOrder(capped.url, auth, body.merchantOrderNo, body.amount);
+    await slot.client.setFaults({ latencyMs: 2000 });
+    const known = (await slot.ledger()).charges.length;
+    const keys = bodies.map(() => idempotencyKey());
+    const hanging = [0, 1].map((i) => pay(capped.url, auth, keys[i], bodies[i]));
+    // Both are at the gateway (charged on arrival, answer held back): two PROCESSING records.
+    for (let i = 0; i < 300 && (await slot.ledger()).charges.length < known + 2; i++) await sleep(10);
+    expect((await slot.ledger()).charges.length).to.equal(known + 2);
+
+    const third = await pay(capped.url, auth, keys[2], bodies[2]);
+    expect(third.status, third.text).to.equal(429);
+    expect(third.body.code).to.equal(42901);
+    expect(Number(third.headers.get('retry-after'))).to.be.greaterThan(0);
+
+    for (const res of await Promise.all(hanging)) expect(res.status, res.text).to.equal(201);
+    await slot.client.setFaults({});
+    // The refusal stored nothing: the same key executes once the others are done.
+    const later = await pay(capped.url, auth, keys[2], bodies[2]);
+    expect(later.status, later.text).to.equal(201);
+    expect(later.headers.get('idempotent-replayed')).to.equal(null);
+    const payments = await assertPaymentInvariants(db.sequelize, () => slot.ledger(), tenant, {
+      exclusiveLedger: true,
+    });
+    expect(payments.map((p) => p.status)).to.deep.equal(['SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED']);
+  });
+});
