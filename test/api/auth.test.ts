@@ -72,6 +72,9 @@ describe('auth: bearer tokens refused with 401', () => {
       for (const res of [
         await http('GET', '/api/v1/users', { headers }),
         await http('POST', '/api/v1/users', { headers, body: { name: 'Ann', age: 30 } }),
+        await http('POST', '/api/users', { headers, body: { name: 'Ann', age: 30 } }),
+        await http('DELETE', '/api/users/1', { headers }),
+        await http('PUT', '/users/1/status', { headers, body: { status: 'DISABLED' } }),
       ]) {
         expect401(res);
         expectError(res, 401);
@@ -107,6 +110,10 @@ describe('auth: roles, operator tokens and user rows', () => {
         await http('PUT', `/api/v1/users/${target.id}`, { headers, body }),
         await http('PUT', `/api/v1/users/${target.id}/status`, { headers, body: { status: 'DISABLED' } }),
         await http('DELETE', `/api/v1/users/${target.id}`, { headers }),
+        await http('GET', '/api/users', { headers }),
+        await http('POST', '/api/users', { headers, body: { name: 'X', age: 1 } }),
+        await http('PUT', `/users/${target.id}/status`, { headers, body: { status: 'DISABLED' } }),
+        await http('DELETE', `/api/users/${target.id}`, { headers }),
       ];
       for (const res of rest) expectError(res, 403);
       const trpc = [
