@@ -5,7 +5,7 @@ import type { HttpResult } from '../support/http.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
 import { createOrder, pay, payUntilFinal, shortLeaseEnv } from '../support/payment-calls.js';
 import { assertPaymentInvariants } from '../support/payment-invariants.js';
-import { type Instance, startInstance, startInstances } from '../support/processes.js';
+import { type Instance, startInstance } from '../support/processes.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 
 const ORDERS = 30;
@@ -20,15 +20,21 @@ describe('payments: races over several instances, and the in-flight cap', functi
   before(async () => {
     db = await createIsolatedDatabase('races');
     slot = await startGatewaySlot();
-    racers = await startInstances(3, shortLeaseEnv(db.url, slot.url));
-    // Gateway answers slower than the other instances' time-out, yet within this one's: calls hang, then finish.
-    capped = await startInstance(
-      shortLeaseEnv(db.url, slot.url, {
-        IDEMPOTENCY_MAX_IN_FLIGHT: '2',
-        IDEMPOTENCY_LEASE_MS: '4000',
-        GATEWAY_TIMEOUT_MS: '3000',
-      }),
-    );
+    const racerEnv = shortLeaseEnv(db.url, slot.url);
+    // Gateway answers slower than the racers' time-out, yet within this one's: its calls hang, then finish.
+    const cappedEnv = shortLeaseEnv(db.url, slot.url, {
+      IDEMPOTENCY_MAX_IN_FLIGHT: '2',
+      IDEMPOTENCY_LEASE_MS: '4000',
+      GATEWAY_TIMEOUT_MS: '3000',
+    });
+    const first = await startInstance(racerEnv); // applies the migrations alone
+    const others = await Promise.all([
+      startInstance(racerEnv),
+      startInstance(racerEnv),
+      startInstance(cappedEnv),
+    ]);
+    racers = [first, others[0], others[1]];
+    capped = others[2];
   });
   beforeEach(() => slot.client.setFaults({}));
   after(async () => {
