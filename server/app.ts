@@ -4,7 +4,7 @@ import { appRouter } from '../routers/index.js';
 import { accessLog, observeDuration } from './access-log.js';
 import { createContextValue, type Services } from './context.js';
 import { docsRouter } from './docs.js';
-import { NotFound, toErrorResponse } from './errors.js';
+import { MethodNotAllowed, NotFound, toErrorResponse } from './errors.js';
 import { healthRouter } from './health.js';
 import { errorHandler, notFoundHandler, sendError } from './http-errors.js';
 import { buildOpenApiDocument } from './openapi.js';
@@ -47,6 +47,8 @@ export function createApp(services: Services): Express {
   app.get('/metrics', async (_req: Request, res: Response) => {
     res.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics());
   });
+  // Known paths, other methods: 405 with Allow (GET answers HEAD too).
+  app.all(['/openapi.json', '/metrics'], (_req: Request, res: Response) => sendError(res, new MethodNotAllowed(['GET'])));
 
   app.use(
     '/trpc',
