@@ -9,9 +9,12 @@ export function routeOf(res: ServerResponse): string {
   return String((res as Response).locals?.route ?? 'unmatched');
 }
 
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
 /** What the idempotency protocol did for this request, read off the answer itself. */
 function idempotencyOutcome(req: IncomingMessage, res: ServerResponse): string | undefined {
-  if (!req.headers['idempotency-key']) return undefined;
+  // A key on a GET is ignored (CONTRACT section 3): logging "executed" for it would claim a protocol run.
+  if (!req.headers['idempotency-key'] || SAFE_METHODS.has(req.method ?? 'GET')) return undefined;
   if (res.getHeader('idempotent-replayed') === 'true') return 'replayed';
   if (res.statusCode === 202) return 'in_flight';
   if (res.statusCode === 409 && (res as Response).locals?.businessCode === 40901) return 'mismatch';
