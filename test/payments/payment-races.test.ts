@@ -97,6 +97,50 @@ describe('payments: races over several instances, and the in-flight cap', functi
     expect(charged).to.have.length(ORDERS);
   });
 
+  it('when the gateway fails at random (5xx, time-outs and resets after charging, declines), then every payment ends final and consistent with the ledger', async () => {
+    const tenant = uniqueTenant('chaos');
+    const urls = racers.map((r) => r.url);
+    const orders = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const auth = bearer(tenant, String(860000000 + i));
+        const body = { merchantOrderNo: `mo-${i}`, amount: '7.00' };
+        await createOrder(urls[i % 3], auth, body.merchantOrderNo, body.amount);
+        return { auth, body, key: idempotencyKey() };
+      }),
+    );
+    await slot.client.setFaults({
+      errorRate: 0.25,
+      timeoutAfterChargeRate: 0.25,
+      resetAfterChargeRate: 0.2,
+      declineRate: 0.2,
+    });
+    // Two concurrent clients per order with the same key, each retrying on its own instance.
+    const outcomes = await Promise.all(
+      orders.flatMap((o, i) =>
+        [0, 1].map((k) =>
+          payUntilFinal(urls[(i + k) % 3], o.auth, o.key, o.body, {
+            retryable: [202, 503],
+            deadlineMs: 40000,
+          }),
+        ),
+      ),
+    );
+    await slot.client.setFaults({});
+    for (let i = 0; i < orders.length; i++) {
+      const [a, b] = [outcomes[2 * i].final, outcomes[2 * i + 1].final];
+      expect([a.status, b.status], `${a.text} ${b.text}`).to.deep.equal([201, 201]);
+      expect(a.body.data.id).to.equal(b.body.data.id);
+      expect(a.body.data.status).to.equal(b.body.data.status);
+      expect(a.body.data.status).to.be.oneOf(['SUCCEEDED', 'FAILED']);
+    }
+    const payments = await assertPaymentInvariants(db.sequelize, () => slot.ledger(), tenant, {
+      exclusiveLedger: true,
+    });
+    expect(payments).to.have.length(orders.length);
+    const retried = outcomes.filter((o) => o.statuses.length > 1);
+    expect(retried.length, 'the faults must have been felt').to.be.greaterThan(0);
+  });
+
   it('when a user has 2 payments hanging at the gateway and the cap is 2, then the third gets 429 42901 with Retry-After and succeeds later', async () => {
     const tenant = uniqueTenant('cap');
     const auth = bearer(tenant, '850000001');
