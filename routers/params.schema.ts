@@ -12,9 +12,26 @@ export const idSchema = z
 
 export const idParams = z.object({ id: idSchema });
 
+/**
+ * A query integer: plain decimal digits from a query string, or a JSON integer over tRPC. Written
+ * as a pipe so trpc-to-openapi's number coercion leaves it alone (it would accept "1e3", "0x10",
+ * "+5" and turn an empty value into 0).
+ */
+const queryInt = (fallback: number, max: number) =>
+  z
+    .union([
+      z.number(),
+      z
+        .string()
+        .regex(/^[0-9]{1,9}$/, 'must be a positive integer')
+        .transform(Number),
+    ])
+    .pipe(z.number().int().min(1).max(max))
+    .default(fallback);
+
 export const pageQuery = z.object({
-  page: z.coerce.number().int().min(1).default(1),
-  size: z.coerce.number().int().min(1).max(100).default(10),
+  page: queryInt(1, 1_000_000),
+  size: queryInt(10, 100),
 });
 
 export const isoDate = z.iso.datetime();

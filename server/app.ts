@@ -4,12 +4,12 @@ import { appRouter } from '../routers/index.js';
 import { accessLog, observeDuration } from './access-log.js';
 import { createContextValue, type Services } from './context.js';
 import { docsRouter } from './docs.js';
-import { MethodNotAllowed, NotFound, toErrorResponse } from './errors.js';
+import { MethodNotAllowed, NotFound, toErrorResponse, UnsupportedMediaType } from './errors.js';
 import { healthRouter } from './health.js';
 import { errorHandler, notFoundHandler, sendError } from './http-errors.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { requestId } from './request-id.js';
-import { createRestHandler } from './rest.js';
+import { createRestHandler, isJson } from './rest.js';
 
 export function createApp(services: Services): Express {
   const { config, logger } = services;
@@ -48,8 +48,16 @@ export function createApp(services: Services): Express {
     res.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics());
   });
   // Known paths, other methods: 405 with Allow (GET answers HEAD too).
-  app.all(['/openapi.json', '/metrics'], (_req: Request, res: Response) => sendError(res, new MethodNotAllowed(['GET'])));
+  app.all(['/openapi.json', '/metrics'], (_req: Request, res: Response) =>
+    sendError(res, new MethodNotAllowed(['GET'])),
+  );
 
+  // tRPC checks the media type itself but accepts any charset; hold it to the REST rule (415).
+  app.use('/trpc', (req, res, next) =>
+    req.method === 'POST' && !isJson(req.headers['content-type'])
+      ? sendError(res, new UnsupportedMediaType())
+      : next(),
+  );
   app.use(
     '/trpc',
     createExpressMiddleware({

@@ -19,7 +19,7 @@ type RestRequest = Request & { [ERROR_KEY]?: ErrorResponse };
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
 /** `application/json`, optionally with `charset=utf-8`; anything else is 415. */
-function isJson(contentType: string | undefined): boolean {
+export function isJson(contentType: string | undefined): boolean {
   if (!contentType) return false;
   const [type, ...params] = contentType.split(';').map((p) => p.trim().toLowerCase());
   if (type !== 'application/json') return false;
