@@ -343,8 +343,8 @@ export interface operations {
     "users-list": {
         parameters: {
             query?: {
-                page?: number;
-                size?: number;
+                page?: number | string;
+                size?: number | string;
             };
             header?: never;
             path?: never;
@@ -783,8 +783,8 @@ export interface operations {
     "users-listPage": {
         parameters: {
             query?: {
-                page?: number;
-                size?: number;
+                page?: number | string;
+                size?: number | string;
             };
             header?: never;
             path?: never;
@@ -2099,8 +2099,8 @@ export interface operations {
     "orders-list": {
         parameters: {
             query?: {
-                page?: number;
-                size?: number;
+                page?: number | string;
+                size?: number | string;
             };
             header?: never;
             path?: never;
