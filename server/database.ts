@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Sequelize } from 'sequelize';
 import type { Config } from './config.js';
-import { type EmbeddedDatabase, startEmbeddedPostgres } from './embedded-postgres.js';
+import type { EmbeddedDatabase } from './embedded-postgres.js';
 
 export interface Database {
   sequelize: Sequelize;
@@ -27,6 +27,8 @@ export async function openDatabase(config: Config, log: (line: string) => void):
   let embedded: EmbeddedDatabase | undefined;
   let url = config.DATABASE_URL;
   if (!url) {
+    // Loaded only when needed: the package registers process exit hooks on import.
+    const { startEmbeddedPostgres } = await import('./embedded-postgres.js');
     embedded = await startEmbeddedPostgres({
       dir: path.join(config.DATA_DIR, 'pg'),
       port: config.EMBEDDED_PG_PORT,

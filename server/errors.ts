@@ -174,7 +174,9 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     }
     if (
       typeof current.message === 'string' &&
-      /Connection terminated|connection is closed/i.test(current.message)
+      /Connection terminated|connection is closed|not queryable|ECONNRESET|terminating connection/i.test(
+        current.message,
+      )
     ) {
       return true;
     }

