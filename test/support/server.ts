@@ -22,7 +22,10 @@ let shared: Promise<RunningServer> | undefined;
 
 /** The one in-process server of the run (models bind to one Sequelize instance per process). */
 export function sharedServer(): Promise<RunningServer> {
-  shared ??= startServer(testConfig());
+  // The shared server's payment recoverer stays off: it would take over leases of payments that
+  // other tests' server processes started against their own gateway simulators (same database), and
+  // charge them at its own in-process simulator. Recovery tests start instances with it on.
+  shared ??= startServer(testConfig({ RECOVERER_INTERVAL_MS: '3600000' }));
   return shared;
 }
 
