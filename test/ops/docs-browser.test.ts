@@ -14,7 +14,8 @@ describe('ops: the /docs page in a real browser (Chromium via playwright-core)',
   before(async function () {
     this.timeout(60000);
     if (!existsSync(CHROMIUM)) {
-      // CI installs it (.ci/run); a developer machine without it skips instead of failing.
+      // CI is meant to install it; a developer machine without it skips instead of failing.
+      console.warn(`      skipped: no Chromium at ${CHROMIUM} (apt-get install chromium)`);
       this.skip();
     }
     browser = await chromium.launch({
