@@ -32,6 +32,8 @@ export type ExecResult = { ok: true; data: unknown } | { ok: false; error: TRPCE
 export interface IdempotentRequest extends ClaimRequest {
   /** Canonical REST path of the resource a 202 points at, when its id is known. */
   location?: (resourceId: string) => string;
+  /** What the protocol did for this request (for the access log); set by the engine. */
+  outcome?: Outcome;
 }
 
 export type Outcome =
@@ -175,7 +177,7 @@ export class IdempotencyEngine {
         const body = this.encryptResponse(req.scopeKey, status, headers, result.data);
         await finishLocal(t, req.scopeKey, 'SUCCEEDED', status, body, ctx.response.resourceId ?? null);
         await t.commit();
-        this.onOutcome(req.operation, 'executed');
+        this.report(req.operation, 'executed', req);
         return result;
       }
       const mapped = toErrorResponse(result.error);
@@ -183,12 +185,12 @@ export class IdempotencyEngine {
         const body = this.encryptResponse(req.scopeKey, mapped.status, {}, mapped.body);
         await finishLocal(t, req.scopeKey, 'FAILED_FINAL', mapped.status, body, null);
         await t.commit();
-        this.onOutcome(req.operation, 'failed_final');
+        this.report(req.operation, 'failed_final', req);
         return result;
       }
       // Transient (5xx, unknown): roll everything back so no PROCESSING row is left; a retry executes.
       await t.rollback();
-      this.onOutcome(req.operation, 'rolled_back');
+      this.report(req.operation, 'rolled_back', req);
       return result;
     } catch (err) {
       await t.rollback().catch(() => {});
@@ -198,7 +200,7 @@ export class IdempotencyEngine {
 
   /** No conflicting record, yet the insert did not happen: a per-user cap refused it. */
   async refuseByCap(req: IdempotentRequest): Promise<never> {
-    this.onOutcome(req.operation, 'limited');
+    this.report(req.operation, 'limited', req);
     const cap = await capExceeded(this.sequelize, req.userScope, this.limits);
     if (cap === 'in-flight')
       throw new TooManyRequests(42901, 'Too many requests in progress for this user', 1);
@@ -209,7 +211,7 @@ export class IdempotencyEngine {
   async answerExisting(ctx: Context, req: IdempotentRequest, found: StoredRecord): Promise<ExecResult> {
     let record = found;
     if (record.requestHash !== req.requestHash) {
-      this.onOutcome(req.operation, 'mismatch');
+      this.report(req.operation, 'mismatch', req);
       throw new Conflict(
         ConflictCode.IdempotencyKeyReused,
         'Idempotency-Key was already used with a different request',
@@ -229,7 +231,7 @@ export class IdempotencyEngine {
 
   replay(ctx: Context, req: IdempotentRequest, record: StoredRecord): ExecResult {
     const stored = JSON.parse(this.cipher.decrypt(record.responseBody ?? '', req.scopeKey)) as StoredResponse;
-    this.onOutcome(req.operation, 'replayed');
+    this.report(req.operation, 'replayed', req);
     const headers = { ...stored.h, 'Idempotent-Replayed': 'true' };
     if (stored.s >= 400) throw new ReplayedError(stored.s, stored.b as Envelope<null>, headers);
     ctx.response.status = stored.s;
@@ -240,7 +242,7 @@ export class IdempotencyEngine {
 
   /** 202: the first request is still running; the client polls Location or retries after Retry-After. */
   processing(ctx: Context, req: IdempotentRequest, resourceId: string | null): ExecResult {
-    this.onOutcome(req.operation, 'in_flight');
+    this.report(req.operation, 'in_flight', req);
     ctx.response.status = 202;
     ctx.response.headers['Retry-After'] = '1';
     if (resourceId && req.location) ctx.response.headers.Location = req.location(resourceId);
@@ -258,7 +260,8 @@ export class IdempotencyEngine {
     return this.logger;
   }
 
-  report(operation: string, outcome: Outcome): void {
+  report(operation: string, outcome: Outcome, req?: IdempotentRequest): void {
+    if (req) req.outcome = outcome;
     this.onOutcome(operation, outcome);
   }
 }

@@ -77,15 +77,19 @@ export function idempotent(opts: IdempotentOptions) {
       }),
     };
 
-    if (opts.mode === 'external') {
-      return next({ ctx: { tx: undefined as Transaction | undefined, idempotency: request } });
+    try {
+      if (opts.mode === 'external') {
+        return await next({ ctx: { tx: undefined as Transaction | undefined, idempotency: request } });
+      }
+      const result = await engine.runLocal(
+        ctx,
+        request,
+        (tx) => next({ ctx: { tx, idempotency: request } }) as Promise<ExecResult>,
+      );
+      // A stored or 202 answer short-circuits the procedure; tRPC checks only `ok` and `data`.
+      return result as never;
+    } finally {
+      ctx.response.idempotency = request.outcome;
     }
-    const result = await engine.runLocal(
-      ctx,
-      request,
-      (tx) => next({ ctx: { tx, idempotency: request } }) as Promise<ExecResult>,
-    );
-    // A stored or 202 answer short-circuits the procedure; tRPC checks only `ok` and `data`.
-    return result as never;
   });
 }

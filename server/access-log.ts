@@ -9,16 +9,12 @@ export function routeOf(res: ServerResponse): string {
   return String((res as Response).locals?.route ?? 'unmatched');
 }
 
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
 /** What the idempotency protocol did for this request, read off the answer itself. */
-function idempotencyOutcome(req: IncomingMessage, res: ServerResponse): string | undefined {
-  // A key on a GET is ignored (CONTRACT section 3): logging "executed" for it would claim a protocol run.
-  if (!req.headers['idempotency-key'] || SAFE_METHODS.has(req.method ?? 'GET')) return undefined;
-  if (res.getHeader('idempotent-replayed') === 'true') return 'replayed';
-  if (res.statusCode === 202) return 'in_flight';
-  if (res.statusCode === 409 && (res as Response).locals?.businessCode === 40901) return 'mismatch';
-  return res.statusCode < 500 ? 'executed' : 'failed';
+function idempotencyOutcome(_req: IncomingMessage, res: ServerResponse): string | undefined {
+  // Set by the idempotency middleware from what the engine did (absent when it did not run: GET,
+  // no key, or an answer given before it, such as 401 or a validation 400).
+  const response = (res as Response).locals?.response as { idempotency?: string } | undefined;
+  return response?.idempotency;
 }
 
 /**

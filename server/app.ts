@@ -64,8 +64,12 @@ export function createApp(services: Services): Express {
       router: appRouter,
       allowBatching: false,
       maxBodySize: config.MAX_BODY_BYTES,
-      createContext: ({ req, res }) =>
-        createContextValue(services, 'trpc', req.headers, String(res.locals.requestId)),
+      createContext: ({ req, res }) => {
+        const ctx = createContextValue(services, 'trpc', req.headers, String(res.locals.requestId));
+        // The access log reads what the procedure and the idempotency engine recorded.
+        res.locals.response = ctx.response;
+        return ctx;
+      },
       responseMeta: ({ ctx, errors }) => {
         const headers = { ...(ctx?.response.headers ?? {}) };
         if (errors.length > 0) {

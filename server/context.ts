@@ -22,6 +22,8 @@ export interface ResponseState {
   headers: HeaderMap;
   /** Id of the resource the operation created or changed (stored as the record's resource_id). */
   resourceId?: string;
+  /** What the idempotency protocol did (executed, replayed, in_flight, ...), for the access log. */
+  idempotency?: string;
 }
 
 export interface Context {

@@ -39,8 +39,13 @@ export function createRestHandler(router: AppRouter, paths: Record<string, objec
   const openapi = createOpenApiNodeHttpHandler({
     router,
     maxBodySize: limit,
-    createContext: ({ req, res }): Context =>
-      createContextValue(services, 'rest', req.headers, String((res as Response).locals?.requestId ?? '')),
+    createContext: ({ req, res }): Context => {
+      const locals = (res as Response).locals;
+      const ctx = createContextValue(services, 'rest', req.headers, String(locals?.requestId ?? ''));
+      // The access log reads what the procedure and the idempotency engine recorded.
+      if (locals) locals.response = ctx.response;
+      return ctx;
+    },
     responseMeta: ({ ctx, errors }) => {
       if (errors.length > 0) {
         const mapped = toErrorResponse(errors[0]);

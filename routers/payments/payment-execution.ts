@@ -81,7 +81,7 @@ export async function createPayment(
             config.IDEMPOTENCY_LEASE_MS,
           );
           if (!taken) continue; // another executor won the takeover: look again
-          engine.report(req.operation, 'lease_takeover');
+          engine.report(req.operation, 'lease_takeover', req);
           const resumed = await Payment.findByPk(existing.resourceId);
           if (!resumed) throw new Error(`payment ${existing.resourceId} of a PROCESSING record is missing`);
           return await answer(deps, ctx, req, taken, resumed, true);
@@ -94,7 +94,7 @@ export async function createPayment(
         const body = engine.encryptResponse(req.scopeKey, mapped.status, {}, mapped.body);
         await finishFenced(t, req.scopeKey, owner, 'FAILED_FINAL', mapped.status, body);
         await t.commit();
-        engine.report(req.operation, 'failed_final');
+        engine.report(req.operation, 'failed_final', req);
         throw prepared.error;
       }
       if (prepared.kind === 'existing') {
@@ -109,7 +109,7 @@ export async function createPayment(
         await setResourceId(t, req.scopeKey, owner, existingPayment.id);
         await finishFenced(t, req.scopeKey, owner, 'SUCCEEDED', final.status, body);
         await t.commit();
-        engine.report(req.operation, 'replayed');
+        engine.report(req.operation, 'replayed', req);
         return apply(
           ctx,
           { ...final, headers: { ...final.headers, 'Idempotent-Replayed': 'true' } },
@@ -125,7 +125,7 @@ export async function createPayment(
       if (err instanceof UniqueConstraintError) continue;
       throw err;
     }
-    engine.report(req.operation, 'executed');
+    engine.report(req.operation, 'executed', req);
     return answer(deps, ctx, req, owner, payment, false);
   }
   return unwrap(engine.processing(ctx, req, null));
@@ -146,7 +146,7 @@ async function answer(
       return apply(ctx, resolution.answer, payment.id);
     case 'not-charged':
       await markRetryable(deps.sequelize, req.scopeKey, owner);
-      deps.engine.report(req.operation, 'failed_retryable');
+      deps.engine.report(req.operation, 'failed_retryable', req);
       throw new ServiceUnavailable('Payment gateway unavailable; retry with the same Idempotency-Key', 1);
     case 'fenced': {
       const current = await readRecord(deps.sequelize, req.scopeKey);

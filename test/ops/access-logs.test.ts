@@ -97,7 +97,8 @@ describe('ops: structured access logs of a real process (LOG_LEVEL=info)', funct
     expect(mine.map((l) => [l.req?.method, l.route, l.res?.statusCode, l.idempotency])).to.deep.equal([
       ['POST', '/api/v1/users', 201, 'executed'],
       ['POST', '/api/v1/users', 201, 'replayed'],
-      ['POST', '/api/v1/users', 409, 'executed'],
+      // The engine ran it and stored the request-caused failure: FAILED_FINAL.
+      ['POST', '/api/v1/users', 409, 'failed_final'],
       ['GET', '/api/v1/users/{id}', 200, undefined],
       ['POST', '/api/v1/tokens', 201, undefined],
     ]);
