@@ -21,7 +21,7 @@ function idempotencyOutcome(_req: IncomingMessage, res: ServerResponse): string 
  * One JSON line per request: request id, route, status, duration, idempotency outcome. Headers are
  * not logged at all (Authorization and cookies would be secrets); bodies never are.
  */
-export function accessLog(logger: Logger, metrics: Metrics) {
+export function accessLog(logger: Logger) {
   return pinoHttp({
     logger,
     genReqId: (_req, res) => String((res as Response).locals?.requestId ?? ''),

@@ -32,7 +32,7 @@ export function createApp(services: Services): Express {
     }
     next();
   });
-  app.use(accessLog(logger, services.metrics));
+  app.use(accessLog(logger));
   app.use(observeDuration(services.metrics));
   // Paths never end with a slash (CONTRACT section 3): no redirect, a plain 404.
   app.use((req, res, next) =>

@@ -16,7 +16,7 @@ export async function createToken(secret: string, ttlSeconds: number, input: Cre
     user?.passwordHash ?? DUMMY_HASH,
   );
   // One message for every failure: which part was wrong is not revealed.
-  if (!user || !user.passwordHash || !valid || user.status !== 'ACTIVE') {
+  if (!user?.passwordHash || !valid || user.status !== 'ACTIVE') {
     throw new Unauthorized('Invalid credentials');
   }
   const { token, expiresAt } = signToken(

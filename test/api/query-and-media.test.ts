@@ -14,7 +14,9 @@ describe('query integers and the tRPC media type', () => {
   }
 
   it('when page is empty (page=), then it counts as absent: the default page 1', async () => {
-    const res = await http('GET', '/api/v2/users?page=&size=5', { headers: bearer(uniqueTenant(), '1', 'admin') });
+    const res = await http('GET', '/api/v2/users?page=&size=5', {
+      headers: bearer(uniqueTenant(), '1', 'admin'),
+    });
     expect(res.status).to.equal(200);
     expect(res.body.data).to.include({ page: 1, size: 5 });
   });
