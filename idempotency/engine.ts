@@ -112,16 +112,26 @@ export class IdempotencyEngine {
     req: IdempotentRequest,
     exec: (tx: Transaction) => Promise<ExecResult>,
   ): Promise<ExecResult> {
+    // Fast path for retries: one indexed read, no transaction. A finished record is answered at
+    // once (replay or 40901); a missing one (the common case for a new key) goes on to the claim.
+    const existing = await readRecord(this.sequelize, req.scopeKey);
+    if (existing && !existing.expired) return this.answerExisting(ctx, req, existing);
+
+    const deadline = Date.now() + this.config.IDEMPOTENCY_WAIT_MS;
     const heldPlaceholder = await this.placeholder?.acquire(req.scopeKey);
     try {
+      let waitMs = this.config.IDEMPOTENCY_WAIT_MS;
       if (heldPlaceholder === false) {
-        // Someone else holds the fast placeholder: most likely a duplicate in flight. The database
-        // still decides: an existing record is answered from, otherwise we go on and claim.
-        const existing = await readRecord(this.sequelize, req.scopeKey);
-        if (existing && !existing.expired) return await this.answerExisting(ctx, req, existing);
+        // Someone holds the placeholder: most likely a duplicate in flight. Wait for its record by
+        // polling, outside PostgreSQL (no connection or lock held), within the same wait bound.
+        const found = await this.pollForRecord(ctx, req.scopeKey, deadline);
+        if (found) return await this.answerExisting(ctx, req, found);
+        // Not there yet: the claim below decides, with only the time left of the bound. If the
+        // holder is alive it holds the key's row lock and we get 202; if it crashed, we execute.
+        waitMs = Math.max(1, deadline - Date.now());
       }
       for (let attempt = 0; attempt < 3; attempt++) {
-        const done = await this.tryLocal(ctx, req, exec);
+        const done = await this.tryLocal(ctx, req, exec, waitMs);
         if (done) return done;
       }
       // The record kept vanishing under us (rolled back or purged between claim and read).
@@ -131,15 +141,29 @@ export class IdempotencyEngine {
     }
   }
 
+  private async pollForRecord(
+    ctx: Context,
+    scopeKey: string,
+    deadline: number,
+  ): Promise<StoredRecord | undefined> {
+    while (Date.now() < deadline && !ctx.signal?.aborted) {
+      await sleep(Math.min(POLL_MS, Math.max(1, deadline - Date.now())));
+      const found = await readRecord(this.sequelize, scopeKey);
+      if (found && !found.expired) return found;
+    }
+    return undefined;
+  }
+
   private async tryLocal(
     ctx: Context,
     req: IdempotentRequest,
     exec: (tx: Transaction) => Promise<ExecResult>,
+    waitMs: number,
   ): Promise<ExecResult | undefined> {
     const t = await this.sequelize.transaction();
     let claimed: boolean;
     try {
-      claimed = await claimLocal(t, req, this.limits);
+      claimed = await claimLocal(t, req, { ...this.limits, waitMs });
     } catch (err) {
       await t.rollback().catch(() => {});
       if ((err as { code?: string }).code === PG_LOCK_NOT_AVAILABLE) return this.processing(ctx, req, null);
