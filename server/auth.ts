@@ -1,3 +1,4 @@
+import { createSecretKey, type KeyObject } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import { z } from 'zod';
 import type { Role } from '../models/user.js';
@@ -20,6 +21,21 @@ const claimsSchema = z.object({
   exp: z.number().int(),
 });
 
+/**
+ * The HMAC key as a KeyObject, made once per secret. Given a string, jsonwebtoken first tries to
+ * parse it as a public key (and fails) on every call: a quarter of the service's CPU per request
+ * in the benchmark profile (docs/BENCHMARKS.md).
+ */
+const keyCache = new Map<string, KeyObject>();
+function hmacKey(secret: string): KeyObject {
+  let key = keyCache.get(secret);
+  if (!key) {
+    key = createSecretKey(Buffer.from(secret, 'utf8'));
+    keyCache.set(secret, key);
+  }
+  return key;
+}
+
 export interface Identity {
   userId: string;
   tenantId: string;
@@ -32,9 +48,13 @@ export function signToken(
   ttlSeconds: number,
 ): { token: string; expiresAt: Date } {
   const exp = Math.floor(Date.now() / 1000) + ttlSeconds;
-  const token = jwt.sign({ sub: identity.userId, tid: identity.tenantId, role: identity.role, exp }, secret, {
-    algorithm: 'HS256',
-  });
+  const token = jwt.sign(
+    { sub: identity.userId, tid: identity.tenantId, role: identity.role, exp },
+    hmacKey(secret),
+    {
+      algorithm: 'HS256',
+    },
+  );
   return { token, expiresAt: new Date(exp * 1000) };
 }
 
@@ -45,7 +65,7 @@ export function verifyBearer(secret: string, header: string | undefined): Identi
   if (!match) throw new Unauthorized('Malformed Authorization header');
   let payload: unknown;
   try {
-    payload = jwt.verify(match[1], secret, { algorithms: ['HS256'] });
+    payload = jwt.verify(match[1], hmacKey(secret), { algorithms: ['HS256'] });
   } catch (err) {
     throw new Unauthorized(err instanceof jwt.TokenExpiredError ? 'Token expired' : 'Invalid token');
   }
