@@ -1,7 +1,8 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import { TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
+import { QueryTypes } from 'sequelize';
 import type { OpenApiMeta } from 'trpc-to-openapi';
-import { User } from '../models/user.js';
+import type { User } from '../models/user.js';
 import { type Identity, verifyBearer } from './auth.js';
 import type { Context } from './context.js';
 import { AppError, Forbidden, toErrorResponse, toTrpcError, trpcCodeFor } from './errors.js';
@@ -53,10 +54,11 @@ export const publicProcedure = t.procedure.use(mapDomainErrors);
 export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
   const header = ctx.headers.authorization;
   const identity: Identity = verifyBearer(ctx.services.config.JWT_SECRET, header);
-  const row = await User.findOne({
-    where: { id: identity.userId, tenantId: identity.tenantId },
-    attributes: ['status', 'role'],
-  });
+  // On every authenticated request: a plain indexed read, no model instance built.
+  const [row] = await ctx.services.sequelize.query<{ status: User['status']; role: User['role'] }>(
+    'SELECT status, role FROM users WHERE id = $1 AND tenant_id = $2',
+    { bind: [identity.userId, identity.tenantId], type: QueryTypes.SELECT },
+  );
   if (row?.status === 'DISABLED') throw new Forbidden('User is disabled');
   const auth: Identity = row ? { ...identity, role: row.role } : identity;
   return next({ ctx: { auth } });
