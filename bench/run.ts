@@ -114,7 +114,7 @@ const P = QUICK
       growthSmall: 10_000,
       growthBig: 1_000_000,
       purgeRows: 1_000_000,
-      purgeMax: 90,
+      purgeMax: 45,
       countN: 200,
       paymentOrders: 60_000,
     };
