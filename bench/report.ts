@@ -37,4 +37,5 @@ export function renderTable(rows: Row[]): string {
 }
 
 export const ratio = (a: number, b: number) => (b > 0 ? a / b : Number.NaN);
-export const r2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : '–');
+/** Ratios with three decimals, so that a miss by a hair (0.597 against 0.60) reads as one. */
+export const r2 = (v: number) => (Number.isFinite(v) ? v.toFixed(3) : '–');

@@ -325,6 +325,7 @@ async function main(): Promise<void> {
   mark('warm-up and round trips');
   await throughputScenarios(ctx, enabled('pgbench') ? captures : undefined);
   mark('throughput');
+  results.tableStatsAfterThroughput = await tableStats(sql);
   if (enabled('storm')) await stormScenario(ctx);
   mark('storm');
   results.memoryBeforeGrowth = await serverMemory(server, false);
@@ -493,6 +494,17 @@ async function count(sql: pg.Pool, text: string, params: unknown[] = []): Promis
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios
+
+/** Inserts, updates (HOT or not) and deletes per table so far: what each write costs in indexes. */
+async function tableStats(sql: pg.Pool): Promise<unknown> {
+  const r = await sql.query(
+    `SELECT relname AS table, n_tup_ins AS inserted, n_tup_upd AS updated, n_tup_hot_upd AS hot_updated,
+            n_tup_del AS deleted, n_live_tup AS live, n_dead_tup AS dead
+     FROM pg_stat_user_tables WHERE relname IN ('users', 'idempotency_records', 'orders', 'payments')
+     ORDER BY relname`,
+  );
+  return r.rows;
+}
 
 /** V8's view (heap, external) from the probe, and the kernel's (RSS: anonymous vs file-backed). */
 async function serverMemory(server: Child, gc: boolean): Promise<unknown> {
