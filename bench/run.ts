@@ -85,8 +85,9 @@ const enabled = (s: ScenarioId) => !ONLY || ONLY.includes(s);
 const CONNECTIONS = Number(option('connections') ?? 16);
 const P = QUICK
   ? {
-      rounds: 1,
-      segment: 2,
+      // Two short rounds rather than one: the baseline is not always measured first.
+      rounds: 2,
+      segment: 1,
       growthRounds: 1,
       growthSegment: 2,
       short: 2,
