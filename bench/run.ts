@@ -161,6 +161,13 @@ function cleanup(): Promise<void> {
 process.on('exit', () => {
   for (const pid of pids) killQuietly(pid);
 });
+// An error nobody awaited (e.g. an 'error' event) must not skip the cleanup either.
+for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
+  process.on(event, (err: unknown) => {
+    log(`${event}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    cleanup().finally(() => process.exit(1));
+  });
+}
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
     log(`${signal}: stopping`);
