@@ -1,11 +1,11 @@
-import { createTRPCClient, httpLink, TRPCClientError } from '@trpc/client';
+import { TRPCClientError } from '@trpc/client';
 import { expect } from 'chai';
 import pg from 'pg';
 import { QueryTypes } from 'sequelize';
 import { scopeKey } from '../../idempotency/key.js';
-import type { AppRouter } from '../../routers/index.js';
 import { http } from '../support/http.js';
 import { sharedServer } from '../support/server.js';
+import { trpcClient } from '../support/trpc-client.js';
 
 export type Transport = 'rest' | 'trpc';
 export const TRANSPORTS: Transport[] = ['rest', 'trpc'];
@@ -16,29 +16,6 @@ export interface Answer {
   // biome-ignore lint/suspicious/noExplicitAny: tests read payloads of every shape
   body: any;
   headers: Headers;
-}
-
-/**
- * A typed tRPC client over HTTP (httpLink: the server refuses batches) that keeps the last HTTP
- * answer, so tests can read Location, Retry-After and Idempotent-Replayed on tRPC too.
- */
-export function trpcClient(baseUrl: string, headers: Record<string, string>) {
-  const last: { status: number; headers: Headers } = { status: 0, headers: new Headers() };
-  const client = createTRPCClient<AppRouter>({
-    links: [
-      httpLink({
-        url: `${baseUrl}/trpc`,
-        headers,
-        fetch: async (url, init) => {
-          const res = await fetch(url, init as RequestInit);
-          last.status = res.status;
-          last.headers = res.headers;
-          return res;
-        },
-      }),
-    ],
-  });
-  return { client, last };
 }
 
 /**
@@ -190,3 +167,5 @@ export async function blockedBy(holderPid: number): Promise<number[]> {
   );
   return rows.map((r) => r.pid);
 }
+
+export { trpcClient };

@@ -1,9 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createTRPCClient, httpLink } from '@trpc/client';
-import type { AppRouter } from '../../routers/index.js';
 import type { OrderDto } from '../../routers/orders/orders.schema.js';
 import { type HttpResult, http } from './http.js';
 import { idempotencyKey } from './tokens.js';
+import { trpcClient } from './trpc-client.js';
 
 export interface PaymentRequest {
   merchantOrderNo: string;
@@ -86,29 +85,6 @@ export async function payUntilFinal(
 }
 
 /**
- * A typed tRPC client over HTTP (httpLink: no batching) that keeps the last HTTP answer, so tests can
- * read the status and headers (Location, Idempotent-Replayed) of tRPC calls too.
- */
-export function trpcClient(baseUrl: string, headers: Record<string, string>) {
-  const last: { status: number; headers: Headers } = { status: 0, headers: new Headers() };
-  const client = createTRPCClient<AppRouter>({
-    links: [
-      httpLink({
-        url: `${baseUrl}/trpc`,
-        headers,
-        fetch: async (url, init) => {
-          const res = await fetch(url, init as RequestInit);
-          last.status = res.status;
-          last.headers = res.headers;
-          return res;
-        },
-      }),
-    ],
-  });
-  return { client, last };
-}
-
-/**
  * Environment of a real instance for fault tests: short leases and time-outs, from configuration only
  * (the gateway time-out stays below the lease, as the configuration demands).
  */
@@ -127,3 +103,5 @@ export function shortLeaseEnv(
     ...overrides,
   };
 }
+
+export { trpcClient };
