@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { envelopeOf, processingSchema } from '../envelope.js';
-import { amountSchema, currencySchema, merchantOrderNoSchema } from '../money.schema.js';
+import { merchantOrderFields } from '../money.schema.js';
 import { idParams, isoDate, pageQuery } from '../params.schema.js';
 
 export const orderSchema = z.object({
@@ -16,14 +16,7 @@ export const orderSchema = z.object({
 });
 export type OrderDto = z.infer<typeof orderSchema>;
 
-export const createOrderInput = z.strictObject({
-  merchantOrderNo: merchantOrderNoSchema,
-  amount: amountSchema,
-  currency: currencySchema,
-  description: z.string().max(200).nullish(),
-  // Correlation only: no business meaning, so it is left out of the fingerprint.
-  traceId: z.string().max(128).optional(),
-});
+export const createOrderInput = z.strictObject(merchantOrderFields);
 export type CreateOrderInput = z.infer<typeof createOrderInput>;
 
 export const getOrderInput = idParams;

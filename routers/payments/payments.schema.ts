@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { envelopeOf, processingSchema } from '../envelope.js';
-import { amountSchema, currencySchema, merchantOrderNoSchema } from '../money.schema.js';
+import { merchantOrderFields } from '../money.schema.js';
 import { isoDate } from '../params.schema.js';
 
 export const paymentSchema = z.object({
@@ -18,13 +18,7 @@ export const paymentSchema = z.object({
 });
 export type PaymentDto = z.infer<typeof paymentSchema>;
 
-export const createPaymentInput = z.strictObject({
-  merchantOrderNo: merchantOrderNoSchema,
-  amount: amountSchema,
-  currency: currencySchema,
-  description: z.string().max(200).nullish(),
-  traceId: z.string().max(128).optional(),
-});
+export const createPaymentInput = z.strictObject(merchantOrderFields);
 export type CreatePaymentInput = z.infer<typeof createPaymentInput>;
 
 export const getPaymentInput = z.object({ id: z.string().min(1).max(100) });
