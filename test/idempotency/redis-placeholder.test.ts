@@ -1,9 +1,10 @@
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { userScope } from '../../idempotency/key.js';
 import { freePort } from '../../server/embedded-postgres.js';
 import { http } from '../support/http.js';
 import { type Instance, killAll, startInstance, startInstances } from '../support/processes.js';
+import { redisIfReachable } from '../support/redis.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 import {
@@ -19,24 +20,7 @@ import {
 const REDIS_URL = 'redis://127.0.0.1:6379/5';
 const USER = '870000001';
 
-async function redisReachable(): Promise<Redis | undefined> {
-  const redis = new Redis(REDIS_URL, {
-    lazyConnect: true,
-    connectTimeout: 500,
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    retryStrategy: () => null,
-  });
-  redis.on('error', () => {});
-  try {
-    await redis.connect();
-    await redis.ping();
-    return redis;
-  } catch {
-    redis.disconnect();
-    return undefined;
-  }
-}
+const redisReachable = () => redisIfReachable(REDIS_URL);
 
 /** `n` identical creates (one key, one body) spread over the instances, all sent at once. */
 function race(instances: Instance[], tenant: string, key: string, merchantOrderNo: string, n: number) {

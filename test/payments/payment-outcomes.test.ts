@@ -95,27 +95,21 @@ describe('payments: every outcome of POST /payments (real instance, gateway on i
     expect(payment.status).to.equal('FAILED');
   });
 
-  it('when the gateway times out after charging, then the service queries it and answers 201 with one charge', async () => {
-    const { tenant, auth, body } = await setup();
-    await slot.client.setFaults({ timeoutAfterChargeRate: 1 });
-    const res = await pay(base, auth, idempotencyKey(), body);
-    expect(res.status, res.text).to.equal(201);
-    expect(res.body.data.status).to.equal('SUCCEEDED');
-    const charges = (await slot.ledger()).charges.filter((c) => c.paymentNo === res.body.data.paymentNo);
-    expect(charges).to.have.length(1);
-    await invariants(tenant);
-  });
-
-  it('when the gateway resets the connection after charging, then the service queries it and answers 201 with one charge', async () => {
-    const { tenant, auth, body } = await setup();
-    await slot.client.setFaults({ resetAfterChargeRate: 1 });
-    const res = await pay(base, auth, idempotencyKey(), body);
-    expect(res.status, res.text).to.equal(201);
-    expect(res.body.data.status).to.equal('SUCCEEDED');
-    const charges = (await slot.ledger()).charges.filter((c) => c.paymentNo === res.body.data.paymentNo);
-    expect(charges).to.have.length(1);
-    await invariants(tenant);
-  });
+  for (const [fault, what] of [
+    ['timeoutAfterChargeRate', 'times out'],
+    ['resetAfterChargeRate', 'resets the connection'],
+  ] as const) {
+    it(`when the gateway ${what} after charging, then the service queries it and answers 201 with one charge`, async () => {
+      const { tenant, auth, body } = await setup();
+      await slot.client.setFaults({ [fault]: 1 });
+      const res = await pay(base, auth, idempotencyKey(), body);
+      expect(res.status, res.text).to.equal(201);
+      expect(res.body.data.status).to.equal('SUCCEEDED');
+      const charges = (await slot.ledger()).charges.filter((c) => c.paymentNo === res.body.data.paymentNo);
+      expect(charges).to.have.length(1);
+      await invariants(tenant);
+    });
+  }
 
   it('when the outcome stays unknown after the query, then 202 with Location and Retry-After, and the payment becomes final later', async () => {
     const { tenant, auth, body } = await setup();

@@ -1,31 +1,15 @@
 import { expect } from 'chai';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import pino from 'pino';
 import { Placeholder } from '../../idempotency/placeholder.js';
 import { freePort } from '../../server/embedded-postgres.js';
+import { redisIfReachable } from '../support/redis.js';
 import { idempotencyKey } from '../support/tokens.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379/6';
 const silent = pino({ level: 'silent' });
 
-async function reachable(): Promise<Redis | undefined> {
-  const redis = new Redis(REDIS_URL, {
-    lazyConnect: true,
-    connectTimeout: 500,
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    retryStrategy: () => null,
-  });
-  redis.on('error', () => {});
-  try {
-    await redis.connect();
-    await redis.ping();
-    return redis;
-  } catch {
-    redis.disconnect();
-    return undefined;
-  }
-}
+const reachable = () => redisIfReachable(REDIS_URL);
 
 /** The placeholder's client connects on its own; wait until a command goes through. */
 async function ready(placeholder: Placeholder): Promise<void> {
