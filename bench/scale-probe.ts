@@ -22,9 +22,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../core/embedded-postgres.js';
 import { startGatewaySimulator } from '../gateway/simulator.js';
-import { signToken } from '../server/auth.js';
-import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../server/embedded-postgres.js';
+import { signToken } from '../routers/auth/jwt.js';
 import { findNginx, type Nginx, startNginx } from '../test/support/nginx.js';
 
 interface AutocannonResult {

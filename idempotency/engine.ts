@@ -2,8 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { TRPCError } from '@trpc/server';
 import type { Logger } from 'pino';
 import type { Sequelize, Transaction } from 'sequelize';
-import type { Config } from '../server/config.js';
-import type { Context } from '../server/context.js';
+import type { Config } from '../core/config.js';
 import {
   Conflict,
   ConflictCode,
@@ -13,7 +12,8 @@ import {
   TooManyRequests,
   toErrorResponse,
   toTrpcError,
-} from '../server/errors.js';
+} from '../core/errors.js';
+import type { Context } from '../routers/context.js';
 import type { Placeholder } from './placeholder.js';
 import {
   type ClaimRequest,

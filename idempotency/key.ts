@@ -1,4 +1,4 @@
-import { ValidationError } from '../server/errors.js';
+import { ValidationError } from '../core/errors.js';
 
 export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9_-]{16,64}$/;
 

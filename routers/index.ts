@@ -1,7 +1,7 @@
-import { router } from '../server/trpc.js';
 import { ordersRouter } from './orders/orders.router.js';
 import { paymentsRouter } from './payments/payments.router.js';
 import { tokensRouter } from './tokens/tokens.router.js';
+import { router } from './trpc.js';
 import { usersRouter } from './users/users.router.js';
 
 export const appRouter = router({

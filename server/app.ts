@@ -1,10 +1,10 @@
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
 import express, { type Express, type Request, type Response } from 'express';
+import { MethodNotAllowed, NotFound, toErrorResponse, UnsupportedMediaType } from '../core/errors.js';
+import { createContextValue, type Services } from '../routers/context.js';
 import { appRouter } from '../routers/index.js';
 import { accessLog, observeDuration } from './access-log.js';
-import { createContextValue, type Services } from './context.js';
 import { docsRouter } from './docs.js';
-import { MethodNotAllowed, NotFound, toErrorResponse, UnsupportedMediaType } from './errors.js';
 import { healthRouter } from './health.js';
 import { errorHandler, notFoundHandler, sendError } from './http-errors.js';
 import { buildOpenApiDocument } from './openapi.js';

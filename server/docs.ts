@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import express, { type Router } from 'express';
-import { MethodNotAllowed } from './errors.js';
+import { MethodNotAllowed } from '../core/errors.js';
 import { sendError } from './http-errors.js';
 
 const require = createRequire(import.meta.url);

@@ -1,8 +1,8 @@
 import express, { type Router } from 'express';
-import type { Services } from './context.js';
-import { MethodNotAllowed, ServiceUnavailable } from './errors.js';
+import { MethodNotAllowed, ServiceUnavailable } from '../core/errors.js';
+import { migrationsApplied } from '../models/migrate.js';
+import type { Services } from '../routers/context.js';
 import { sendError } from './http-errors.js';
-import { migrationsApplied } from './migrate.js';
 
 export function healthRouter(services: Services): Router {
   const r = express.Router({ strict: true });

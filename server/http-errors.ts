@@ -7,7 +7,7 @@ import {
   toErrorResponse,
   UnsupportedMediaType,
   ValidationError,
-} from './errors.js';
+} from '../core/errors.js';
 
 export function sendError(res: Response, err: unknown): void {
   const mapped = toErrorResponse(err);

@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig } from '../core/config.js';
 import { startServer } from './server.js';
 
 let config: ReturnType<typeof loadConfig>;

@@ -1,6 +1,6 @@
-import { ConfigError, loadConfig } from './config.js';
-import { openDatabase } from './database.js';
-import { migrate } from './migrate.js';
+import { ConfigError, loadConfig } from '../core/config.js';
+import { openDatabase } from '../core/database.js';
+import { migrate } from '../models/migrate.js';
 
 // `npm run db:migrate`: the same runner as start-up (advisory-locked), against DATABASE_URL or the
 // embedded database under DATA_DIR. `npx sequelize-cli db:migrate` works too (see .sequelizerc).

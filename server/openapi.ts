@@ -1,6 +1,6 @@
 import { generateOpenApiDocument, type OpenAPIObject } from 'trpc-to-openapi';
 import type { AppRouter } from '../routers/index.js';
-import type { ProcedureMeta } from './trpc.js';
+import type { ProcedureMeta } from '../routers/trpc.js';
 
 const errorEnvelope = {
   type: 'object',

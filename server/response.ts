@@ -1,4 +1,4 @@
-import type { Context } from './context.js';
+import type { Context } from '../routers/context.js';
 
 /** A 201 that created an addressable resource: status and canonical Location (CONTRACT section 7). */
 export function created(ctx: Context, location?: string, resourceId?: string): void {

@@ -1,7 +1,5 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { createOpenApiNodeHttpHandler } from 'trpc-to-openapi';
-import type { AppRouter } from '../routers/index.js';
-import { type Context, createContextValue, type Services } from './context.js';
 import {
   type AppError,
   type ErrorResponse,
@@ -9,7 +7,9 @@ import {
   toErrorResponse,
   UnsupportedMediaType,
   ValidationError,
-} from './errors.js';
+} from '../core/errors.js';
+import { type Context, createContextValue, type Services } from '../routers/context.js';
+import type { AppRouter } from '../routers/index.js';
 import { sendError } from './http-errors.js';
 import { buildRouteTable, canonicalPath, matchRoute } from './rest-routes.js';
 

@@ -1,5 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Config } from '../core/config.js';
+import { openDatabase } from '../core/database.js';
+import { createLogger } from '../core/logger.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
 import { IdempotencyEngine } from '../idempotency/engine.js';
@@ -7,16 +10,13 @@ import { Placeholder } from '../idempotency/placeholder.js';
 import { purgeExpired } from '../idempotency/purge-expired.js';
 import { ResponseCipher } from '../idempotency/response-cipher.js';
 import { initModels } from '../models/index.js';
-import type { PaymentDeps } from '../routers/payments/payment-execution.js';
-import { recoverExpiredPayments } from '../routers/payments/payment-recoverer.js';
+import { migrate } from '../models/migrate.js';
+import type { PaymentDeps } from '../payments/create-payment.js';
+import { recoverExpiredPayments } from '../payments/recoverer.js';
+import type { Services } from '../routers/context.js';
 import { createApp } from './app.js';
 import { every } from './background.js';
-import type { Config } from './config.js';
-import type { Services } from './context.js';
-import { openDatabase } from './database.js';
-import { createLogger } from './logger.js';
 import { Metrics } from './metrics.js';
-import { migrate } from './migrate.js';
 
 export interface RunningServer {
   url: string;

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { signToken, tenantIdSchema, userIdSchema } from './auth.js';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig } from '../core/config.js';
+import { signToken, tenantIdSchema, userIdSchema } from '../routers/auth/jwt.js';
 
 // `npm run token -- --tenant T --user U --role admin [--ttl seconds]`: prints a token signed with the
 // configured JWT_SECRET (an identity assertion; no user row is needed or created).

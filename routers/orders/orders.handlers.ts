@@ -1,8 +1,8 @@
 import type { Transaction, WhereOptions } from 'sequelize';
+import { rethrowUnique } from '../../core/db-errors.js';
+import { Forbidden, NotFound } from '../../core/errors.js';
 import { Order } from '../../models/order.js';
-import type { Identity } from '../../server/auth.js';
-import { Forbidden, NotFound } from '../../server/errors.js';
-import { rethrowUnique } from '../../server/unique-violation.js';
+import type { Identity } from '../auth/jwt.js';
 import type { CreateOrderInput, OrderDto } from './orders.schema.js';
 
 export const orderLocation = (id: string) => `/api/v1/orders/${id}`;

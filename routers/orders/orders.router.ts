@@ -1,7 +1,7 @@
-import { idempotent } from '../../idempotency/middleware.js';
+import { ok } from '../../core/envelope.js';
 import { created } from '../../server/response.js';
-import { authedProcedure, router } from '../../server/trpc.js';
-import { ok } from '../envelope.js';
+import { idempotent } from '../idempotent-mutation.js';
+import { authedProcedure, router } from '../trpc.js';
 import { createOrder, getOrder, listOrders, orderLocation } from './orders.handlers.js';
 import {
   createOrderInput,

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { envelopeOf, processingSchema } from '../envelope.js';
-import { merchantOrderFields } from '../money.schema.js';
+import { envelopeOf, processingSchema } from '../../core/envelope.js';
+import { merchantOrderFields } from '../../core/money.js';
 import { idParams, isoDate, pageQuery } from '../params.schema.js';
 
 export const orderSchema = z.object({

@@ -1,8 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import type { Transaction } from 'sequelize';
-import { Order } from '../../models/order.js';
-import { Payment } from '../../models/payment.js';
-import type { Identity } from '../../server/auth.js';
 import {
   type AppError,
   Conflict,
@@ -10,7 +7,10 @@ import {
   Forbidden,
   NotFound,
   ValidationError,
-} from '../../server/errors.js';
+} from '../../core/errors.js';
+import { Order } from '../../models/order.js';
+import { Payment } from '../../models/payment.js';
+import type { Identity } from '../auth/jwt.js';
 import type { CreatePaymentInput, PaymentDto } from './payments.schema.js';
 
 export const paymentLocation = (id: string) => `/api/v1/payments/${id}`;

@@ -1,7 +1,7 @@
-import { idempotent } from '../../idempotency/middleware.js';
-import { authedProcedure, router } from '../../server/trpc.js';
-import { ok } from '../envelope.js';
-import { createPayment, type PaymentDeps } from './payment-execution.js';
+import { ok } from '../../core/envelope.js';
+import { createPayment, type PaymentDeps } from '../../payments/create-payment.js';
+import { idempotent } from '../idempotent-mutation.js';
+import { authedProcedure, router } from '../trpc.js';
 import { getPayment, paymentLocation } from './payments.handlers.js';
 import {
   createPaymentInput,

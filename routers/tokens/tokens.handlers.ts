@@ -1,7 +1,7 @@
+import { Unauthorized } from '../../core/errors.js';
 import { User } from '../../models/user.js';
-import { signToken } from '../../server/auth.js';
-import { Unauthorized } from '../../server/errors.js';
-import { verifyPassword } from '../../server/password.js';
+import { signToken } from '../auth/jwt.js';
+import { verifyPassword } from '../auth/password.js';
 import type { CreateTokenInput } from './tokens.schema.js';
 
 // Compared against when the user does not exist, so both paths cost one scrypt.

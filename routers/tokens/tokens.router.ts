@@ -1,5 +1,5 @@
-import { publicProcedure, router } from '../../server/trpc.js';
-import { ok } from '../envelope.js';
+import { ok } from '../../core/envelope.js';
+import { publicProcedure, router } from '../trpc.js';
 import { createToken } from './tokens.handlers.js';
 import { createTokenInput, tokenEnvelope } from './tokens.schema.js';
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { tenantIdSchema } from '../../server/auth.js';
-import { envelopeOf } from '../envelope.js';
+import { envelopeOf } from '../../core/envelope.js';
+import { tenantIdSchema } from '../auth/jwt.js';
 import { isoDate } from '../params.schema.js';
 
 export const createTokenInput = z.strictObject({

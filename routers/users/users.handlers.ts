@@ -1,9 +1,9 @@
 import type { Transaction } from 'sequelize';
+import { rethrowUnique } from '../../core/db-errors.js';
+import { Forbidden, NotFound } from '../../core/errors.js';
 import { User } from '../../models/user.js';
-import type { Identity } from '../../server/auth.js';
-import { Forbidden, NotFound } from '../../server/errors.js';
-import { hashPassword } from '../../server/password.js';
-import { rethrowUnique } from '../../server/unique-violation.js';
+import type { Identity } from '../auth/jwt.js';
+import { hashPassword } from '../auth/password.js';
 import type { CreateUserInput, ReplaceUserInput, UpdateUserInput, UserDto } from './users.schema.js';
 
 const UNIQUE = { users_tenant_username_key: 'username', users_tenant_email_key: 'email' };

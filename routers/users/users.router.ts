@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { idempotent } from '../../idempotency/middleware.js';
+import { ok, processingSchema } from '../../core/envelope.js';
 import { created, noContent } from '../../server/response.js';
-import { authedProcedure, requireAdmin, router } from '../../server/trpc.js';
-import { ok, processingSchema } from '../envelope.js';
+import { idempotent } from '../idempotent-mutation.js';
+import { authedProcedure, requireAdmin, router } from '../trpc.js';
 import * as users from './users.handlers.js';
 import {
   createUserInput,

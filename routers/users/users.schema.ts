@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { envelopeOf } from '../envelope.js';
+import { envelopeOf } from '../../core/envelope.js';
 import { idParams, idSchema, isoDate, pageQuery } from '../params.schema.js';
 
 // PostgreSQL text cannot hold NUL: the driver escaped it and the stored name silently differed.

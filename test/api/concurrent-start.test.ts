@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { QueryTypes } from 'sequelize';
-import { migrationNames } from '../../server/migrate.js';
+import { migrationNames } from '../../models/migrate.js';
 import { http } from '../support/http.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
 import { type Instance, killAll, startInstance } from '../support/processes.js';

@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { expect } from 'chai';
 import { createGatewayClient } from '../../gateway/client.js';
-import type { ReconcileReport } from '../../gateway/reconcile.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../../gateway/simulator.js';
 import type { GatewayClient } from '../../gateway/types.js';
 import { ResponseCipher } from '../../idempotency/response-cipher.js';
+import type { ReconcileReport } from '../../payments/reconcile.js';
 import { sharedServer, TEST_ENV } from '../support/server.js';
 import { uniqueTenant } from '../support/tokens.js';
 import { minutesFromNow, paymentRow, processingRecord } from './reconcile-fixtures.js';
@@ -17,7 +17,7 @@ interface CliRun {
 
 /** `node --import tsx gateway/reconcile-cli.ts ...` as `npm run reconcile --` runs it, on the test database. */
 function runCli(args: string[], env: Record<string, string>): Promise<CliRun> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/reconcile-cli.ts', ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'server/reconcile-cli.ts', ...args], {
     env: {
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '/tmp',

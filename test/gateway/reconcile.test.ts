@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { createGatewayClient, GatewayError } from '../../gateway/client.js';
-import { exitCodeFor, type ReconcileDeps, reconcile } from '../../gateway/reconcile.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../../gateway/simulator.js';
 import type { Charge, GatewayClient } from '../../gateway/types.js';
 import type { IdempotencyEngine } from '../../idempotency/engine.js';
 import { Order } from '../../models/index.js';
+import { exitCodeFor, type ReconcileDeps, reconcile } from '../../payments/reconcile.js';
 import { sharedServer } from '../support/server.js';
 import { uniqueTenant } from '../support/tokens.js';
 import { minutesFromNow, paymentRow, processingRecord } from './reconcile-fixtures.js';

@@ -231,7 +231,7 @@ describe('gateway simulator process (npm run gateway)', () => {
   });
 
   function run(env: Record<string, string>) {
-    child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
+    child = spawn(process.execPath, ['--import', 'tsx', 'server/gateway-cli.ts'], {
       cwd: root,
       env: { ...process.env, ...env },
     });

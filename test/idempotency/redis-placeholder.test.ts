@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
+import { freePort } from '../../core/embedded-postgres.js';
 import { userScope } from '../../idempotency/key.js';
-import { freePort } from '../../server/embedded-postgres.js';
 import { http } from '../support/http.js';
 import { type Instance, killAll, startInstance, startInstances } from '../support/processes.js';
 import { redisIfReachable } from '../support/redis.js';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../server/embedded-postgres.js';
+import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../core/embedded-postgres.js';
 import { killAll } from '../support/processes.js';
 import { stopSharedServer } from '../support/server.js';
 

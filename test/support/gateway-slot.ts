@@ -1,9 +1,9 @@
 import http from 'node:http';
 import type { Socket } from 'node:net';
+import { freePort } from '../../core/embedded-postgres.js';
 import { createGatewayClient } from '../../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../../gateway/simulator.js';
 import type { GatewayClient, Ledger } from '../../gateway/types.js';
-import { freePort } from '../../server/embedded-postgres.js';
 
 /**
  * One loopback port that the service instances know as PAYMENT_GATEWAY_URL, and what answers on it,

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Sequelize } from 'sequelize';
-import { createSequelize } from '../../server/database.js';
+import { createSequelize } from '../../core/database.js';
 
 export interface IsolatedDatabase {
   url: string;

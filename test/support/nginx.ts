@@ -4,7 +4,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../../server/embedded-postgres.js';
+import { freePort } from '../../core/embedded-postgres.js';
 
 /** The production configuration: tests and the scale probe run this file, not a copy of it. */
 export const DEPLOY_CONF = path.resolve(import.meta.dirname, '../../deploy/nginx.conf');

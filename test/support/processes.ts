@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../../server/embedded-postgres.js';
+import { freePort } from '../../core/embedded-postgres.js';
 import { TEST_ENV } from './server.js';
 
 export interface Instance {

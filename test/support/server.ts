@@ -1,8 +1,8 @@
+import { type Config, loadConfig } from '../../core/config.js';
+import { createContextValue } from '../../routers/context.js';
 import { appRouter } from '../../routers/index.js';
-import { type Config, loadConfig } from '../../server/config.js';
-import { createContextValue } from '../../server/context.js';
+import { createCallerFactory } from '../../routers/trpc.js';
 import { type RunningServer, startServer } from '../../server/server.js';
-import { createCallerFactory } from '../../server/trpc.js';
 
 export const TEST_ENV: Record<string, string> = {
   NODE_ENV: 'test',

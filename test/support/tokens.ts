@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import jwt from 'jsonwebtoken';
-import { signToken } from '../../server/auth.js';
+import { signToken } from '../../routers/auth/jwt.js';
 import { TEST_ENV } from './server.js';
 
 let counter = 0;

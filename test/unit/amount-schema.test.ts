@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { amountSchema, canonicalAmount, currencySchema } from '../../routers/money.schema.js';
+import { amountSchema, canonicalAmount, currencySchema } from '../../core/money.js';
 import { createOrderInput } from '../../routers/orders/orders.schema.js';
 
 function accepted(value: unknown): string {

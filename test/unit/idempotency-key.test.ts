@@ -1,6 +1,6 @@
 import { expect } from 'chai';
+import { type AppError, ValidationError } from '../../core/errors.js';
 import { readIdempotencyKey, scopeKey, userScope } from '../../idempotency/key.js';
-import { type AppError, ValidationError } from '../../server/errors.js';
 
 /** The 400 the header check throws, or undefined when it accepts. */
 function refusal(header: string | string[] | undefined, required: boolean): AppError | undefined {

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import pino from 'pino';
+import { freePort } from '../../core/embedded-postgres.js';
 import { Placeholder } from '../../idempotency/placeholder.js';
-import { freePort } from '../../server/embedded-postgres.js';
 import { redisIfReachable } from '../support/redis.js';
 import { idempotencyKey } from '../support/tokens.js';
 

@@ -1,7 +1,10 @@
 import type { Logger } from 'pino';
 import { type Sequelize, UniqueConstraintError } from 'sequelize';
-import type { Charge, GatewayClient } from '../../gateway/types.js';
-import type { IdempotencyEngine, IdempotentRequest } from '../../idempotency/engine.js';
+import type { Config } from '../core/config.js';
+import { ok } from '../core/envelope.js';
+import { ServiceUnavailable, toErrorResponse } from '../core/errors.js';
+import type { Charge, GatewayClient } from '../gateway/types.js';
+import type { IdempotencyEngine, IdempotentRequest } from '../idempotency/engine.js';
 import {
   claimWithLease,
   finishFenced,
@@ -10,17 +13,14 @@ import {
   releaseLease,
   setResourceId,
   takeOver,
-} from '../../idempotency/lease.js';
-import { deleteExpired, readRecord } from '../../idempotency/record-store.js';
-import { Order } from '../../models/order.js';
-import { Payment } from '../../models/payment.js';
-import type { Identity } from '../../server/auth.js';
-import type { Config } from '../../server/config.js';
-import type { Context } from '../../server/context.js';
-import { ServiceUnavailable, toErrorResponse } from '../../server/errors.js';
-import { ok } from '../envelope.js';
-import { paymentLocation, preparePayment, toPaymentDto } from './payments.handlers.js';
-import type { CreatePaymentInput } from './payments.schema.js';
+} from '../idempotency/lease.js';
+import { deleteExpired, readRecord } from '../idempotency/record-store.js';
+import { Order } from '../models/order.js';
+import { Payment } from '../models/payment.js';
+import type { Identity } from '../routers/auth/jwt.js';
+import type { Context } from '../routers/context.js';
+import { paymentLocation, preparePayment, toPaymentDto } from '../routers/payments/payments.handlers.js';
+import type { CreatePaymentInput } from '../routers/payments/payments.schema.js';
 
 export interface PaymentDeps {
   sequelize: Sequelize;

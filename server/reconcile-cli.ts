@@ -4,14 +4,14 @@
 // without a charge always counts), 2 usage, configuration, database or gateway unavailable.
 import { parseArgs } from 'node:util';
 import pino from 'pino';
+import { type Config, ConfigError, loadConfig } from '../core/config.js';
+import { type Database, openDatabase } from '../core/database.js';
+import { createGatewayClient } from '../gateway/client.js';
 import { IdempotencyEngine } from '../idempotency/engine.js';
 import { ResponseCipher } from '../idempotency/response-cipher.js';
 import { initModels } from '../models/index.js';
-import { type Config, ConfigError, loadConfig } from '../server/config.js';
-import { type Database, openDatabase } from '../server/database.js';
-import { migrationsApplied } from '../server/migrate.js';
-import { createGatewayClient } from './client.js';
-import { exitCodeFor, type ReconcileReport, reconcile } from './reconcile.js';
+import { migrationsApplied } from '../models/migrate.js';
+import { exitCodeFor, type ReconcileReport, reconcile } from '../payments/reconcile.js';
 
 const USAGE = 'usage: npm run reconcile [-- --repair] [--json] [--merchant <tenant id>] [--since <ISO date>]';
 

@@ -1,11 +1,11 @@
 import type { Transaction } from 'sequelize';
-import type { Identity } from '../server/auth.js';
-import type { Context } from '../server/context.js';
-import { Forbidden } from '../server/errors.js';
-import { middleware } from '../server/trpc.js';
-import type { ExecResult, IdempotencyEngine, IdempotentRequest } from './engine.js';
-import { fingerprint } from './fingerprint.js';
-import { readIdempotencyKey, scopeKey, userScope } from './key.js';
+import { Forbidden } from '../core/errors.js';
+import type { ExecResult, IdempotencyEngine, IdempotentRequest } from '../idempotency/engine.js';
+import { fingerprint } from '../idempotency/fingerprint.js';
+import { readIdempotencyKey, scopeKey, userScope } from '../idempotency/key.js';
+import type { Identity } from './auth/jwt.js';
+import type { Context } from './context.js';
+import { middleware } from './trpc.js';
 
 export interface IdempotentOptions {
   /** Idempotency-Key required (orders, payments) or optional (users). */

@@ -2,10 +2,10 @@ import { initTRPC, TRPCError } from '@trpc/server';
 import { TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
 import { QueryTypes } from 'sequelize';
 import type { OpenApiMeta } from 'trpc-to-openapi';
+import { AppError, Forbidden, toErrorResponse, toTrpcError, trpcCodeFor } from '../core/errors.js';
 import type { User } from '../models/user.js';
-import { type Identity, verifyBearer } from './auth.js';
+import { type Identity, verifyBearer } from './auth/jwt.js';
 import type { Context } from './context.js';
-import { AppError, Forbidden, toErrorResponse, toTrpcError, trpcCodeFor } from './errors.js';
 
 export type ProcedureMeta = {
   /** REST success status when it is not 200 (201 create, 204 delete). */

@@ -5,10 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { QueryTypes, Sequelize } from 'sequelize';
 
 const require = createRequire(import.meta.url);
-export const MIGRATIONS_DIR = path.resolve(
-  path.dirname(fileURLToPath(import.meta.url)),
-  '../models/migrations',
-);
+export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 // Any constant works; it only has to be the same in every instance of this service.
 const MIGRATION_LOCK_ID = 727_001;
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Envelope } from '../server/errors.js';
+import type { Envelope } from './errors.js';
 
 /** The success envelope schema around a payload schema (used as every procedure's output). */
 export function envelopeOf<T extends z.ZodType>(data: T) {

@@ -3,13 +3,13 @@
 // (so a live executor is never overwritten), and money only moves through idempotent refunds.
 import pino, { type Logger } from 'pino';
 import { QueryTypes, type Sequelize } from 'sequelize';
+import type { Config } from '../core/config.js';
+import type { Charge, ChargeOutcome, GatewayClient } from '../gateway/types.js';
 import type { IdempotencyEngine } from '../idempotency/engine.js';
 import { markRetryable, releaseLease, takeOver } from '../idempotency/lease.js';
 import { Order } from '../models/order.js';
 import { Payment } from '../models/payment.js';
-import { type PaymentDeps, resolvePayment } from '../routers/payments/payment-execution.js';
-import type { Config } from '../server/config.js';
-import type { Charge, ChargeOutcome, GatewayClient } from './types.js';
+import { type PaymentDeps, resolvePayment } from './create-payment.js';
 
 /** reported: left as found; repaired: fixed now; in-flight: a live executor owns it (transient);
  * failed: a repair was attempted and did not complete (the next run tries again). */

@@ -1,8 +1,9 @@
 // The gateway's side of a reconciliation (gateway/reconcile.ts): every charge and refund it knows of,
 // grouped by paymentNo. See reconcile.ts for why the ledger is preferred over per-payment queries.
+
+import { GatewayError } from '../gateway/client.js';
+import type { Charge, GatewayClient } from '../gateway/types.js';
 import type { Payment } from '../models/payment.js';
-import { GatewayError } from './client.js';
-import type { Charge, GatewayClient } from './types.js';
 
 export interface GatewayView {
   source: 'ledger' | 'query';

@@ -1,8 +1,8 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import { z } from 'zod';
-import type { Role } from '../models/user.js';
-import { Unauthorized } from './errors.js';
+import { Unauthorized } from '../../core/errors.js';
+import type { Role } from '../../models/user.js';
 
 const MAX_BIGINT = 9223372036854775807n;
 

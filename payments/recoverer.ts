@@ -1,6 +1,6 @@
-import { findExpiredLeases, releaseLease, takeOver } from '../../idempotency/lease.js';
-import { Payment } from '../../models/payment.js';
-import { type PaymentDeps, resolvePayment } from './payment-execution.js';
+import { findExpiredLeases, releaseLease, takeOver } from '../idempotency/lease.js';
+import { Payment } from '../models/payment.js';
+import { type PaymentDeps, resolvePayment } from './create-payment.js';
 
 export const PAYMENT_OPERATION = 'payments.create';
 

@@ -1,9 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import type { Sequelize } from 'sequelize';
-import type { Config } from './config.js';
-import type { HeaderMap } from './errors.js';
-import type { Metrics } from './metrics.js';
+import type { Config } from '../core/config.js';
+import type { HeaderMap } from '../core/errors.js';
+import type { Metrics } from '../server/metrics.js';
 
 /** Long-lived collaborators of a process, built once at start and shared by every request. */
 export interface Services {

@@ -8,6 +8,7 @@
 // the gateway answers that it has none, each local payment is queried instead and the report says that
 // duplicate charges (and refunds) were not detectable.
 import { Op, type WhereOptions } from 'sequelize';
+import type { Charge } from '../gateway/types.js';
 import { Payment, type PaymentStatus } from '../models/payment.js';
 import {
   extraCharges,
@@ -18,7 +19,6 @@ import {
   refundExtras,
 } from './reconcile-repair.js';
 import { type GatewayView, ledgerView, money, QUERY_NOTICE, queryView } from './reconcile-view.js';
-import type { Charge } from './types.js';
 
 export type { Outcome } from './reconcile-repair.js';
 

@@ -1,6 +1,6 @@
 // Entry for `npm run gateway`: the simulator as its own process, so that the service can be pointed
 // at it with PAYMENT_GATEWAY_URL and the gateway can be stopped to simulate an unreachable one.
-import { startGatewaySimulator } from './simulator.js';
+import { startGatewaySimulator } from '../gateway/simulator.js';
 
 function fail(line: string): never {
   console.error(line);
