@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { Sequelize } from 'sequelize';
+import { Sequelize, type Transaction } from 'sequelize';
 import type { Config } from './config.js';
 import type { EmbeddedDatabase } from './embedded-postgres.js';
 
@@ -45,4 +45,32 @@ export async function openDatabase(config: Config, log: (line: string) => void):
       await embedded?.stop();
     },
   };
+}
+
+/** How a unit of work ends its transaction: keep what it wrote, or undo it (both return a value). */
+export type Ending<T> = { commit: T } | { rollback: T };
+
+/**
+ * Runs `work` in a transaction that it ends by its result (Sequelize's managed transactions only end
+ * by returning or throwing, and some steps must return a value after undoing their writes). A thrown
+ * error rolls back. A failed COMMIT is not rolled back again: the connection went with it.
+ */
+export async function inTransaction<T>(
+  sequelize: Sequelize,
+  work: (t: Transaction) => Promise<Ending<T>>,
+): Promise<T> {
+  const t = await sequelize.transaction();
+  let ending: Ending<T>;
+  try {
+    ending = await work(t);
+  } catch (err) {
+    await t.rollback().catch(() => {});
+    throw err;
+  }
+  if ('rollback' in ending) {
+    await t.rollback();
+    return ending.rollback;
+  }
+  await t.commit();
+  return ending.commit;
 }

@@ -1,16 +1,68 @@
 import { UniqueConstraintError } from 'sequelize';
-import { Conflict, ConflictCode } from './errors.js';
+import { Conflict } from './errors.js';
+
+type Chain = { name?: unknown; code?: unknown; cause?: unknown; parent?: unknown; message?: unknown };
+
+/** The error and what it wraps (Sequelize keeps the driver's error as `parent`), bounded. */
+function* chainOf(err: unknown): Generator<Chain> {
+  let current = err as Chain | undefined;
+  for (let i = 0; i < 8 && current; i++) {
+    yield current;
+    current = (current.cause ?? current.parent) as Chain | undefined;
+  }
+}
+
+const UNAVAILABLE_ERROR_NAMES = new Set([
+  'SequelizeConnectionError',
+  'SequelizeConnectionRefusedError',
+  'SequelizeConnectionTimedOutError',
+  'SequelizeConnectionAcquireTimeoutError',
+  'SequelizeHostNotReachableError',
+  'SequelizeHostNotFoundError',
+]);
+// Connection exceptions (08*), server shutting down or starting (57P01-57P03), too many connections.
+const UNAVAILABLE_PG_CODE = /^(08...|57P0[123]|53300)$/;
+const DROPPED = /Connection terminated|connection is closed|not queryable|ECONNRESET|terminating connection/i;
+
+/** The database could not be reached or dropped the connection: nothing was committed, a retry is safe. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  for (const e of chainOf(err)) {
+    if (typeof e.name === 'string' && UNAVAILABLE_ERROR_NAMES.has(e.name)) return true;
+    if (typeof e.code === 'string' && (UNAVAILABLE_PG_CODE.test(e.code) || e.code === 'ECONNREFUSED'))
+      return true;
+    if (typeof e.message === 'string' && DROPPED.test(e.message)) return true;
+  }
+  return false;
+}
+
+const PG_LOCK_NOT_AVAILABLE = '55P03';
+const PG_DEADLOCK = '40P01';
+
+/** Our own `lock_timeout` expired: the row we waited for is held by another transaction. */
+export function isLockNotAvailable(err: unknown): boolean {
+  for (const e of chainOf(err)) if (e.code === PG_LOCK_NOT_AVAILABLE) return true;
+  return false;
+}
+
+/**
+ * The write hit our own lock_timeout (it waited on a row another transaction holds, e.g. a concurrent
+ * create of the same merchantOrderNo under another key) or a deadlock: the database could not serve
+ * the request now, and everything was rolled back (found by test/idempotency/in-flight.test.ts).
+ */
+export function isDatabaseBusy(err: unknown): boolean {
+  for (const e of chainOf(err)) if (e.code === PG_LOCK_NOT_AVAILABLE || e.code === PG_DEADLOCK) return true;
+  return false;
+}
 
 /**
  * Write-then-handle-conflict: the unique index decides, never a read before the insert (two
- * concurrent requests could both read "nothing there"). Maps the index name to a 409.
+ * concurrent requests could both read "nothing there"). Maps the index name to unique_taken.
  */
 export function rethrowUnique(err: unknown, fields: Record<string, string>): never {
   if (err instanceof UniqueConstraintError) {
     const constraint = String((err.parent as { constraint?: string } | undefined)?.constraint ?? '');
-    for (const [index, field] of Object.entries(fields)) {
-      if (constraint === index) throw new Conflict(ConflictCode.UniqueTaken, `${field}: already taken`);
-    }
+    if (Object.hasOwn(fields, constraint))
+      throw new Conflict('unique_taken', `${fields[constraint]}: already taken`);
   }
   throw err;
 }

@@ -1,5 +1,14 @@
 import { z } from 'zod';
-import type { Envelope } from './errors.js';
+
+/** The response envelope of CONTRACT section 2. */
+export interface Envelope<T = unknown> {
+  code: number;
+  message: string;
+  data: T;
+}
+
+/** Timestamps of transfer objects: ISO 8601 strings in UTC (CONTRACT section 3). */
+export const isoDate = z.iso.datetime();
 
 /** The success envelope schema around a payload schema (used as every procedure's output). */
 export function envelopeOf<T extends z.ZodType>(data: T) {
@@ -13,6 +22,18 @@ export const processingSchema = z.object({
 });
 export type Processing = z.infer<typeof processingSchema>;
 
+/** An error envelope as stored with a replayed failure (`data` is always null). */
+export const errorEnvelopeSchema = z.object({ code: z.number().int(), message: z.string(), data: z.null() });
+
 export function ok<T>(data: T): Envelope<T> & { code: 200; message: 'Success' } {
   return { code: 200, message: 'Success', data };
+}
+
+/** The 202 body of CONTRACT section 2: the first request with this key is still running. */
+export function processing(resourceId: string | null): Processing {
+  return {
+    code: 202,
+    message: 'The first request with this Idempotency-Key is still processing',
+    data: { status: 'PROCESSING', resourceId },
+  };
 }

@@ -1,12 +1,18 @@
 import { z } from 'zod';
 
+const DIGITS = /^(\d+)(?:\.(\d{0,2}))?$/;
 const DECIMAL = /^(0|[1-9][0-9]{0,11})(\.[0-9]{1,2})?$/;
 const MESSAGE = 'must be a positive decimal with at most 12 integer and 2 fraction digits';
 
-/** Renders a valid decimal string with exactly two fraction digits: "10" → "10.00". */
-export function canonicalAmount(value: string): string {
-  const [whole, fraction = ''] = value.split('.');
-  return `${whole}.${fraction.padEnd(2, '0')}`;
+/**
+ * "10", "10.5", "10.50" and "010.5" are one amount: rendered without leading zeros and with exactly
+ * two fraction digits, as the contract shows amounts. Any other text comes back unchanged, so two
+ * amounts can always be compared as strings (never as floats). The amount schema, the gateway
+ * simulator and reconcile all compare through this one function.
+ */
+export function canonicalAmount(text: string): string {
+  const match = DIGITS.exec(text);
+  return match ? `${BigInt(match[1])}.${(match[2] ?? '').padEnd(2, '0')}` : text;
 }
 
 /**
@@ -27,19 +33,3 @@ export const currencySchema = z
   .string()
   .regex(/^[A-Z]{3}$/, 'must be 3 upper-case letters')
   .default('USD');
-
-export const merchantOrderNoSchema = z
-  .string()
-  .min(1)
-  .max(64)
-  .regex(/^[A-Za-z0-9_-]+$/, 'may contain only letters, digits, "_" and "-"');
-
-/** The body of POST /orders and POST /payments (CONTRACT section 3: the same fields and rules). */
-export const merchantOrderFields = {
-  merchantOrderNo: merchantOrderNoSchema,
-  amount: amountSchema,
-  currency: currencySchema,
-  description: z.string().max(200).nullish(),
-  // Correlation only: no business meaning, so it is left out of the fingerprint.
-  traceId: z.string().max(128).optional(),
-};

@@ -1,6 +1,6 @@
-import type { ClientBase } from 'pg';
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
 import type { RecordStatus } from '../models/idempotency-record.js';
+import { inFlightCount, withinCaps } from './caps.js';
 
 export interface ClaimRequest {
   scopeKey: string;
@@ -27,15 +27,9 @@ export interface Limits {
   waitMs: number;
 }
 
-/** The pg client a Sequelize transaction runs on (so engine SQL and business writes share it). */
-export function clientOf(t: Transaction): ClientBase {
-  return (t as unknown as { connection: ClientBase }).connection;
-}
-
-const lit = (client: ClientBase, v: string) => client.escapeLiteral(v);
-
 /**
- * Mode A claim, sent as one multi-statement round trip inside the caller's transaction:
+ * Mode A claim, sent as one multi-statement round trip inside the caller's transaction (a simple
+ * query, so the values are escaped literals; every one of them has a restricted alphabet anyway):
  * 1. `lock_timeout` bounds how long a concurrent duplicate waits on our uncommitted primary key
  *    (the database does the bounded wait; on expiry the duplicate gets 202).
  * 2. INSERT ... ON CONFLICT DO NOTHING: exactly one of any number of concurrent requests inserts.
@@ -45,25 +39,29 @@ const lit = (client: ClientBase, v: string) => client.escapeLiteral(v);
  * 3. SAVEPOINT: a final business failure rolls back to here and records FAILED_FINAL instead.
  * Returns true when this request inserted the record and owns the execution.
  */
-export async function claimLocal(t: Transaction, req: ClaimRequest, limits: Limits): Promise<boolean> {
-  const c = clientOf(t);
-  const user = lit(c, req.userScope);
+export async function claimLocal(
+  sequelize: Sequelize,
+  t: Transaction,
+  req: ClaimRequest,
+  limits: Limits,
+): Promise<boolean> {
+  const lit = (v: string) => sequelize.escape(v);
+  const user = lit(req.userScope);
   const sql = `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(limits.waitMs))}ms';
 INSERT INTO idempotency_records (scope_key, request_hash, status, user_scope, operation, expires_at)
-SELECT ${lit(c, req.scopeKey)}, ${lit(c, req.requestHash)}, 'PROCESSING', ${user}, ${lit(c, req.operation)},
+SELECT ${lit(req.scopeKey)}, ${lit(req.requestHash)}, 'PROCESSING', ${user}, ${lit(req.operation)},
        now() + make_interval(secs => ${Number(req.ttlHours) * 3600})
-WHERE (SELECT count(*) FROM (SELECT 1 FROM idempotency_records WHERE user_scope = ${user} AND expires_at > now()
-        LIMIT ${limits.maxRetained}) r) < ${limits.maxRetained}
-  AND (SELECT count(*) FROM (SELECT 1 FROM idempotency_records WHERE user_scope = ${user} AND status = 'PROCESSING'
-        LIMIT ${limits.maxInFlight}) p) < ${limits.maxInFlight}
+WHERE ${withinCaps(user, String(limits.maxRetained), String(limits.maxInFlight))}
 ON CONFLICT (scope_key) DO NOTHING
 RETURNING 1;
 SAVEPOINT idem_business;`;
-  const results = (await c.query(sql)) as unknown as Array<{ rowCount: number | null }>;
-  return (results[1]?.rowCount ?? 0) === 1;
+  // The rows of all three statements together: only the INSERT's RETURNING can produce one.
+  const inserted = await sequelize.query(sql, { transaction: t, type: QueryTypes.SELECT });
+  return inserted.length === 1;
 }
 
 export async function finishLocal(
+  sequelize: Sequelize,
   t: Transaction,
   scopeKey: string,
   status: 'SUCCEEDED' | 'FAILED_FINAL',
@@ -71,12 +69,12 @@ export async function finishLocal(
   responseBody: string,
   resourceId: string | null,
 ): Promise<void> {
-  const c = clientOf(t);
-  if (status === 'FAILED_FINAL') await c.query('ROLLBACK TO SAVEPOINT idem_business');
-  await c.query(
+  if (status === 'FAILED_FINAL')
+    await sequelize.query('ROLLBACK TO SAVEPOINT idem_business', { transaction: t });
+  await sequelize.query(
     `UPDATE idempotency_records SET status = $2, http_status = $3, response_body = $4, resource_id = $5, updated_at = now()
      WHERE scope_key = $1`,
-    [scopeKey, status, httpStatus, responseBody, resourceId],
+    { bind: [scopeKey, status, httpStatus, responseBody, resourceId], transaction: t },
   );
 }
 
@@ -106,9 +104,11 @@ export async function capExceeded(
   limits: Limits,
 ): Promise<'in-flight' | 'retained'> {
   const rows = await sequelize.query<{ processing: string }>(
-    `SELECT count(*) AS processing FROM (SELECT 1 FROM idempotency_records WHERE user_scope = $1 AND status = 'PROCESSING'
-       LIMIT $2) p`,
-    { bind: [userScope, limits.maxInFlight], type: QueryTypes.SELECT },
+    `SELECT ${inFlightCount('$1', '$2')} AS processing`,
+    {
+      bind: [userScope, limits.maxInFlight],
+      type: QueryTypes.SELECT,
+    },
   );
   return Number(rows[0]?.processing ?? 0) >= limits.maxInFlight ? 'in-flight' : 'retained';
 }

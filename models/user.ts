@@ -7,8 +7,9 @@ import {
   type Sequelize,
   type Transaction,
 } from 'sequelize';
+import type { Role } from '../core/identity.js';
 
-export type Role = 'admin' | 'user';
+export type { Role };
 export type UserStatus = 'ACTIVE' | 'DISABLED';
 
 export class User extends Model<InferAttributes<User>, InferCreationAttributes<User>> {

@@ -1,30 +1,31 @@
-// Repairs applied by `reconcile` (gateway/reconcile.ts). Every write goes through the same guards as the
+// Repairs applied by `reconcile` (payments/reconcile.ts). Every write goes through the same guards as the
 // service: a payment with an idempotency record is finished only after a takeover of an ended lease
 // (so a live executor is never overwritten), and money only moves through idempotent refunds.
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { QueryTypes, type Sequelize } from 'sequelize';
-import type { Config } from '../core/config.js';
-import type { Charge, ChargeOutcome, GatewayClient } from '../gateway/types.js';
+import type { Charge, GatewayClient } from '../gateway/types.js';
 import type { IdempotencyEngine } from '../idempotency/engine.js';
-import { markRetryable, releaseLease, takeOver } from '../idempotency/lease.js';
 import { Order } from '../models/order.js';
 import { Payment } from '../models/payment.js';
-import { type PaymentDeps, resolvePayment } from './create-payment.js';
+import { finalisePayment } from './finalise.js';
+import type { PaymentDeps } from './payment-deps.js';
+import { queryCharge } from './query.js';
+import { takeOverPayment } from './take-over.js';
 
 /** reported: left as found; repaired: fixed now; in-flight: a live executor owns it (transient);
  * failed: a repair was attempted and did not complete (the next run tries again). */
-export type Outcome = 'reported' | 'repaired' | 'in-flight' | 'failed';
+export type RepairOutcome = 'reported' | 'repaired' | 'in-flight' | 'failed';
 
 export interface RepairResult {
-  outcome: Outcome;
+  outcome: RepairOutcome;
   note: string;
 }
 
 export interface RepairDeps {
   sequelize: Sequelize;
   gateway: GatewayClient;
+  /** Needed to finish a payment that has an idempotency record (its lease store). */
   engine?: IdempotencyEngine;
-  config?: Config;
   logger?: Logger;
 }
 
@@ -50,16 +51,6 @@ function openRecords(sequelize: Sequelize, paymentId: string): Promise<OpenRecor
   );
 }
 
-/**
- * The gateway as resolvePayment sees it during a repair: it may query but never charge. If the query
- * finds nothing after all (a settlement report ahead of the query API), resolvePayment would charge;
- * this turns that into "not charged" and the record is handed back untouched in substance.
- */
-function queryOnly(gateway: GatewayClient): GatewayClient {
-  const refuse = async (): Promise<ChargeOutcome> => ({ kind: 'not-charged', reason: 'refused' });
-  return Object.assign(Object.create(gateway) as GatewayClient, { charge: refuse });
-}
-
 /** PROCESSING locally, charged at the gateway: finish it as the service would have. */
 export async function finaliseCharged(
   deps: RepairDeps,
@@ -78,40 +69,41 @@ export async function finaliseCharged(
     if (repair) return finaliseWithoutRecord(deps.sequelize, payment, charge);
   }
   if (!repair) return { outcome: 'reported', note: `repairable: finalise as ${charge.status}` };
-  const { engine, config } = deps;
-  if (!engine || !config)
+  const { engine } = deps;
+  if (!engine)
     return {
       outcome: 'reported',
       note: 'not repaired: the idempotency engine is needed to finish the record',
     };
+  return finaliseRecords({ sequelize: deps.sequelize, engine, gateway: deps.gateway }, payment, records);
+}
+
+/**
+ * Finishes the payment through its open records, with the service's own steps: take over (one
+ * winner), ask the gateway, finalise under the lease. Reconcile never charges: a query that settles
+ * nothing gives the record back in the state it had, for the service to finish.
+ */
+async function finaliseRecords(
+  deps: PaymentDeps,
+  payment: Payment,
+  records: OpenRecord[],
+): Promise<RepairResult> {
   let result: RepairResult = IN_FLIGHT;
   for (const record of records) {
     // One winner among the recoverer, client retries and this run; losing means someone else finishes.
-    const owner = await takeOver(
-      deps.sequelize,
-      record.scopeKey,
-      record.ownerToken,
-      config.IDEMPOTENCY_LEASE_MS,
-    );
-    if (!owner) return { outcome: 'in-flight', note: 'in-flight, skipped: another executor took it over' };
-    const paymentDeps: PaymentDeps = {
-      sequelize: deps.sequelize,
-      engine,
-      config,
-      logger: deps.logger ?? pino({ level: 'silent' }),
-      gateway: queryOnly(deps.gateway),
-    };
-    const resolution = await resolvePayment(paymentDeps, record.scopeKey, owner, payment, true);
-    if (resolution.kind === 'final') {
+    const lease = await takeOverPayment(deps, record.scopeKey, record.ownerToken);
+    if (!lease) return { outcome: 'in-flight', note: 'in-flight, skipped: another executor took it over' };
+    const found = await queryCharge(deps, payment);
+    if (found.kind === 'found') {
+      const finalised = await finalisePayment(deps, lease, payment, found.charge);
+      if (finalised.kind === 'fenced') return IN_FLIGHT;
       result = { outcome: 'repaired', note: `finalised as ${payment.status} through a lease takeover` };
       continue;
     }
-    if (resolution.kind === 'fenced') return IN_FLIGHT;
-    // Not settled by the query: give the record back in the state it had, for the service to finish.
-    if (record.status === 'FAILED_RETRYABLE') await markRetryable(deps.sequelize, record.scopeKey, owner);
-    else if (resolution.kind === 'not-charged') await releaseLease(deps.sequelize, record.scopeKey, owner);
+    if (record.status === 'FAILED_RETRYABLE') await deps.engine.leases.markRetryable(lease);
+    else await deps.engine.leases.release(lease);
     const why =
-      resolution.kind === 'pending' ? 'the gateway query was unavailable' : 'the query found no charge';
+      found.kind === 'unavailable' ? 'the gateway query was unavailable' : 'the query found no charge';
     return { outcome: 'failed', note: `not finalised: ${why}` };
   }
   return result;

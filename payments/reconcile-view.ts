@@ -1,4 +1,4 @@
-// The gateway's side of a reconciliation (gateway/reconcile.ts): every charge and refund it knows of,
+// The gateway's side of a reconciliation (payments/reconcile.ts): every charge and refund it knows of,
 // grouped by paymentNo. See reconcile.ts for why the ledger is preferred over per-payment queries.
 
 import { GatewayError } from '../gateway/client.js';
@@ -15,12 +15,6 @@ export interface GatewayView {
 export const QUERY_NOTICE =
   'the gateway has no ledger: each payment was queried (GET /charges/{paymentNo} returns one charge), ' +
   'so duplicate charges and refunds could not be detected';
-
-/** "25", "25.5" and "25.50" are one amount (amounts are compared as strings, never as floats). */
-export function money(raw: string): string {
-  const [int, frac = ''] = String(raw).split('.');
-  return /^\d+$/.test(int) && /^\d{0,2}$/.test(frac) ? `${BigInt(int)}.${frac.padEnd(2, '0')}` : String(raw);
-}
 
 function group(charges: Charge[]): Map<string, Charge[]> {
   const map = new Map<string, Charge[]>();

@@ -8,19 +8,18 @@
 // the gateway answers that it has none, each local payment is queried instead and the report says that
 // duplicate charges (and refunds) were not detectable.
 import { Op, type WhereOptions } from 'sequelize';
+import { canonicalAmount } from '../core/money.js';
 import type { Charge } from '../gateway/types.js';
 import { Payment, type PaymentStatus } from '../models/payment.js';
 import {
   extraCharges,
   finaliseCharged,
-  type Outcome,
   type RepairDeps,
+  type RepairOutcome,
   type RepairResult,
   refundExtras,
 } from './reconcile-repair.js';
-import { type GatewayView, ledgerView, money, QUERY_NOTICE, queryView } from './reconcile-view.js';
-
-export type { Outcome } from './reconcile-repair.js';
+import { type GatewayView, ledgerView, QUERY_NOTICE, queryView } from './reconcile-view.js';
 
 export type MismatchKind =
   | 'processing-but-charged'
@@ -40,7 +39,7 @@ export interface ReconcileEntry {
   localStatus: PaymentStatus | null;
   chargeIds: string[];
   detail: string;
-  outcome: Outcome;
+  outcome: RepairOutcome;
   note: string;
 }
 
@@ -118,6 +117,9 @@ export async function reconcile(deps: ReconcileDeps, opts: ReconcileOptions): Pr
   };
 }
 
+/** Amounts compare as canonical strings ("25", "25.5" and "25.50" are one amount), never as floats. */
+const amount = (value: string) => canonicalAmount(String(value));
+
 type Add = (kind: MismatchKind, charges: Charge[], detail: string, r: RepairResult) => void;
 
 async function checkPayment(
@@ -131,12 +133,12 @@ async function checkPayment(
   const live = charges.filter((c) => c.status === 'SUCCEEDED' && !view.refunded.has(c.chargeId));
   const wrongAmount = charges.filter(
     (c) =>
-      !view.refunded.has(c.chargeId) && (money(c.amount) !== money(p.amount) || c.currency !== p.currency),
+      !view.refunded.has(c.chargeId) && (amount(c.amount) !== amount(p.amount) || c.currency !== p.currency),
   );
   const report: RepairResult = { outcome: 'reported', note: 'never repaired automatically' };
   if (wrongAmount.length > 0) {
     const seen = wrongAmount.map((c) => `${c.amount} ${c.currency}`).join(', ');
-    add('amount-mismatch', wrongAmount, `payment ${money(p.amount)} ${p.currency}, charged ${seen}`, report);
+    add('amount-mismatch', wrongAmount, `payment ${amount(p.amount)} ${p.currency}, charged ${seen}`, report);
   }
   if (p.status === 'PROCESSING' && charges.length > 0) {
     // What the service itself would settle on: the charge its query returns (the first one).

@@ -1,6 +1,6 @@
-import { findExpiredLeases, releaseLease, takeOver } from '../idempotency/lease.js';
-import { Payment } from '../models/payment.js';
-import { type PaymentDeps, resolvePayment } from './create-payment.js';
+import type { PaymentDeps } from './payment-deps.js';
+import { settlePayment } from './settle.js';
+import { paymentOfRecord, takeOverPayment } from './take-over.js';
 
 export const PAYMENT_OPERATION = 'payments.create';
 
@@ -11,26 +11,17 @@ export const PAYMENT_OPERATION = 'payments.create';
  * Returns how many records it took over.
  */
 export async function recoverExpiredPayments(deps: PaymentDeps, batch = 20): Promise<number> {
-  const expired = await findExpiredLeases(deps.sequelize, PAYMENT_OPERATION, batch);
+  const expired = await deps.engine.leases.findExpired(PAYMENT_OPERATION, batch);
   let taken = 0;
-  for (const lease of expired) {
-    if (!lease.resourceId) continue;
-    const owner = await takeOver(
-      deps.sequelize,
-      lease.scopeKey,
-      lease.ownerToken,
-      deps.config.IDEMPOTENCY_LEASE_MS,
-    );
-    if (!owner) continue;
+  for (const record of expired) {
+    if (!record.resourceId) continue;
+    const lease = await takeOverPayment(deps, record.scopeKey, record.ownerToken);
+    if (!lease) continue;
     taken += 1;
-    deps.engine.report(PAYMENT_OPERATION, 'lease_takeover');
-    const payment = await Payment.findByPk(lease.resourceId);
-    if (!payment) continue;
-    const resolution = await resolvePayment(deps, lease.scopeKey, owner, payment, true);
-    if (resolution.kind === 'not-charged') {
-      // Gateway down right now: end our lease so the next round (here or elsewhere) tries again.
-      await releaseLease(deps.sequelize, lease.scopeKey, owner);
-    }
+    const payment = await paymentOfRecord(record.resourceId);
+    const settlement = await settlePayment(deps, lease, payment, 'query');
+    // Gateway down right now: end our lease so the next round (here or elsewhere) tries again.
+    if (settlement.kind === 'not_charged') await deps.engine.leases.release(lease);
   }
   return taken;
 }

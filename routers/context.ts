@@ -1,47 +1,38 @@
-import type { IncomingHttpHeaders } from 'node:http';
-import type { Logger } from 'pino';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Sequelize } from 'sequelize';
 import type { Config } from '../core/config.js';
-import type { HeaderMap } from '../core/errors.js';
-import type { Metrics } from '../server/metrics.js';
+import type { IdempotencyEngine } from '../idempotency/engine.js';
+import type { OutcomeKind } from '../idempotency/outcome.js';
+import type { PaymentDeps } from '../payments/payment-deps.js';
+import type { Identity } from './auth/jwt.js';
 
-/** Long-lived collaborators of a process, built once at start and shared by every request. */
+/** What the procedures use of the process, built once at start (server/server.ts) and shared. */
 export interface Services {
   config: Config;
   sequelize: Sequelize;
-  logger: Logger;
-  metrics: Metrics;
-  /** Extension point for later parts (idempotency placeholder, payment gateway, metrics). */
-  [key: string]: unknown;
-}
-
-export interface ResponseState {
-  /** HTTP status of a success on the REST transport (201, 202, 204...). */
-  status?: number;
-  /** Headers set on the answer of either transport (Location, Idempotent-Replayed, Retry-After). */
-  headers: HeaderMap;
-  /** Id of the resource the operation created or changed (stored as the record's resource_id). */
-  resourceId?: string;
-  /** What the idempotency protocol did (executed, replayed, in_flight, ...), for the access log. */
-  idempotency?: string;
+  idempotency: IdempotencyEngine;
+  payments: PaymentDeps;
+  /** Counts what the idempotency protocol did, per operation (a Prometheus counter in server/). */
+  countOutcome(operation: string, outcome: OutcomeKind): void;
 }
 
 export interface Context {
   services: Services;
-  transport: 'rest' | 'trpc';
   headers: IncomingHttpHeaders;
   requestId: string;
-  /** Written by procedures and the idempotency engine, read by the transports. */
-  response: ResponseState;
-  /** Aborted when the client goes away (used to stop waiting, never to undo work). */
+  /** Aborted when the client goes away: stops the engine's waits, never undoes work. */
   signal?: AbortSignal;
+  /** The HTTP request this call answers (absent for createCaller): what the answer edge keys on. */
+  request?: IncomingMessage;
 }
+
+export type AuthedContext = Context & { auth: Identity };
 
 export function createContextValue(
   services: Services,
-  transport: Context['transport'],
   headers: IncomingHttpHeaders,
   requestId: string,
+  http?: { request: IncomingMessage; signal?: AbortSignal },
 ): Context {
-  return { services, transport, headers, requestId, response: { headers: {} } };
+  return { services, headers, requestId, signal: http?.signal, request: http?.request };
 }

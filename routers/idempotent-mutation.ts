@@ -1,95 +1,210 @@
+import type { inferParser, UnsetMarker } from '@trpc/server/unstable-core-do-not-import';
 import type { Transaction } from 'sequelize';
-import { Forbidden } from '../core/errors.js';
-import type { ExecResult, IdempotencyEngine, IdempotentRequest } from '../idempotency/engine.js';
-import { fingerprint } from '../idempotency/fingerprint.js';
-import { readIdempotencyKey, scopeKey, userScope } from '../idempotency/key.js';
-import type { Identity } from './auth/jwt.js';
-import type { Context } from './context.js';
-import { middleware } from './trpc.js';
+import type { OpenApiMeta } from 'trpc-to-openapi';
+import { z } from 'zod';
+import type { Config } from '../core/config.js';
+import { type Envelope, ok, type Processing, processingSchema } from '../core/envelope.js';
+import type { IdempotentRequest, LocalResult } from '../idempotency/engine.js';
+import { readIdempotencyKey } from '../idempotency/key.js';
+import type { Outcome, Reply } from '../idempotency/outcome.js';
+import { type Answer, deliver } from './answer.js';
+import type { AuthedContext } from './context.js';
+import { errorAnswer } from './error-answer.js';
+import { idempotentRequest } from './idempotent-request.js';
+import { authedProcedure, requireAdmin } from './trpc.js';
 
-export interface IdempotentOptions {
-  /** Idempotency-Key required (orders, payments) or optional (users). */
-  keyRequired: boolean;
-  /** Checked after key validation, so a bad key is a 400 before a 403 (CONTRACT section 3 order). */
-  adminOnly?: boolean;
+/**
+ * The input a resolver of `.input(I)` receives, spelled the way tRPC spells it, so that it reaches
+ * `run` unchanged (tRPC keeps the type deferred inside a generic builder).
+ */
+type InputOf<I extends z.ZodType> = inferParser<I>['out'] extends UnsetMarker
+  ? undefined
+  : inferParser<I>['out'];
+
+interface Definition<I extends z.ZodType> {
+  openapi: NonNullable<OpenApiMeta['openapi']>;
+  /** Idempotency-Key required (orders, payments: 400 without) or optional (users). */
+  key: 'required' | 'optional';
+  /** Admin only: checked after the input and the key are validated (400 before 403, CONTRACT section 3). */
+  admin?: boolean;
   /** Body fields without business meaning, left out of the fingerprint. */
   nonBusiness?: readonly string[];
-  /** 'local' (Mode A, default): the engine runs the procedure in its transaction. 'external'
-   *  (Mode B): the procedure gets the prepared request and runs the lease protocol itself. */
-  mode?: 'local' | 'external';
-  ttlHours?: (ctx: Context) => number;
-  location?: (resourceId: string) => string;
-}
-
-interface OpenApiMetaLike {
-  openapi?: { method: string; path: string };
-}
-
-/** Canonical REST path with the input's path parameters filled in (the fingerprint's path). */
-function canonicalPath(template: string, input: Record<string, unknown>): string {
-  return template.replace(/\{(.+?)\}/g, (_, key: string) => encodeURIComponent(String(input[key] ?? '')));
+  /** How long this operation's records are kept (default IDEMPOTENCY_TTL_HOURS). */
+  ttlHours?: (config: Config) => number;
+  input: I;
 }
 
 /**
- * The idempotency protocol as one procedure middleware, placed after `.input()` so that it sees
- * the zod-parsed input (defaults applied). Both transports run it, so a retry may switch between
- * REST and tRPC with the same key.
+ * The success answer, declared once: the OpenAPI document, the stored reply and the REST status all
+ * read it. A location makes it a create: Location header, and the record keeps the resource id.
  */
-export function idempotent(opts: IdempotentOptions) {
-  return middleware(async ({ ctx, input, meta, path, next }) => {
-    const auth = (ctx as Context & { auth: Identity }).auth;
-    const key = readIdempotencyKey(ctx.headers['idempotency-key'], opts.keyRequired);
-    if (opts.adminOnly && auth.role !== 'admin') throw new Forbidden('Admin role required');
-    const engine = ctx.services.idempotency as IdempotencyEngine;
+interface Success {
+  status: 200 | 201;
+  location?: (resourceId: string) => string;
+}
 
-    if (!key) {
-      // No key: a plain transaction, so the procedure body is the same with or without one.
-      let result: ExecResult | undefined;
-      await ctx.services.sequelize
-        .transaction(async (tx) => {
-          result = (await next({ ctx: { tx, idempotency: undefined } })) as ExecResult;
-          if (!result.ok) throw result.error;
-        })
-        .catch((err) => {
-          if (!result || result.ok) throw err;
-        });
-      return result as never;
-    }
+type Run<I extends z.ZodType, D> = (args: {
+  ctx: AuthedContext;
+  input: InputOf<I>;
+  tx: Transaction;
+}) => Promise<D>;
 
-    const openapi = (meta as OpenApiMetaLike | undefined)?.openapi;
-    const body = (input ?? {}) as Record<string, unknown>;
-    const restPath = canonicalPath(openapi?.path ?? `/${path}`, body);
-    const request: IdempotentRequest = {
-      scopeKey: scopeKey(auth.tenantId, auth.userId, path, key),
-      userScope: userScope(auth.tenantId, auth.userId),
-      operation: path,
-      ttlHours: opts.ttlHours?.(ctx) ?? ctx.services.config.IDEMPOTENCY_TTL_HOURS,
-      location: opts.location,
-      requestHash: fingerprint(ctx.services.config.IDEMPOTENCY_HMAC_KEY, {
-        method: openapi?.method ?? 'POST',
-        path: restPath,
-        mediaType: ctx.headers['content-type'],
-        apiVersion: /^\/api\/(v\d+)\//.exec(restPath)?.[1] ?? 'v1',
-        tenantId: auth.tenantId,
-        userId: auth.userId,
-        body,
-        nonBusiness: opts.nonBusiness,
-      }),
-    };
+/** Mode A: `run` executes inside the engine's transaction (inside a plain one without a key). */
+interface Local<I extends z.ZodType, D extends { id: string }> extends Definition<I> {
+  mode?: 'local';
+  success: Success;
+  output: z.ZodType<Envelope<D>>;
+  run: Run<I, D>;
+}
 
-    try {
-      if (opts.mode === 'external') {
-        return await next({ ctx: { tx: undefined as Transaction | undefined, idempotency: request } });
-      }
-      const result = await engine.runLocal(
-        ctx,
-        request,
-        (tx) => next({ ctx: { tx, idempotency: request } }) as Promise<ExecResult>,
-      );
-      // A stored or 202 answer short-circuits the procedure; tRPC checks only `ok` and `data`.
-      return result as never;
-    } finally {
-      ctx.response.idempotency = request.outcome;
-    }
-  });
+/** Mode A without a body: 204. */
+interface NoContent<I extends z.ZodType> extends Definition<I> {
+  mode?: 'local';
+  success: { status: 204 };
+  run: Run<I, void>;
+}
+
+/** Mode B: `execute` gets the prepared request and runs the lease protocol itself (payments). */
+interface External<I extends z.ZodType, D> extends Definition<I> {
+  mode: 'external';
+  key: 'required';
+  success: Success;
+  output: z.ZodType<Envelope<D>>;
+  execute(args: {
+    ctx: AuthedContext;
+    input: InputOf<I>;
+    request: IdempotentRequest;
+    /** The reply a failure the request caused is stored as. */
+    failureReply: (error: unknown) => Reply;
+  }): Promise<Outcome>;
+}
+
+/**
+ * A mutating operation under the idempotency protocol, as one router entry: it writes its own OpenAPI
+ * meta (success status, Location, the Idempotency-Key parameter), adds the 202 PROCESSING answer to
+ * the output, validates the key, checks the role, and runs the operation through the engine.
+ */
+export function idempotentMutation<I extends z.ZodType>(def: NoContent<I>): ReturnType<typeof bodiless<I>>;
+export function idempotentMutation<I extends z.ZodType, D extends { id: string }>(
+  def: Local<I, D> | External<I, D>,
+): ReturnType<typeof withBody<I, D>>;
+export function idempotentMutation<I extends z.ZodType, D extends { id: string }>(
+  def: Local<I, D> | External<I, D> | NoContent<I>,
+) {
+  return 'output' in def ? withBody(def) : bodiless(def);
+}
+
+function withBody<I extends z.ZodType, D extends { id: string }>(def: Local<I, D> | External<I, D>) {
+  // Typed with an unknown input: the output parser is what checks every answer, replays included.
+  const output: z.ZodType<Envelope<D> | Processing> = z.union([def.output, processingSchema]);
+  return procedure(def, output).mutation(async ({ ctx, input, path }) =>
+    deliver(
+      ctx,
+      def.mode === 'external' ? await external(ctx, def, input, path) : await local(ctx, def, input, path),
+    ),
+  );
+}
+
+function bodiless<I extends z.ZodType>(def: NoContent<I>) {
+  const output: z.ZodType<Processing | undefined> = processingSchema.optional();
+  return procedure(def, output).mutation(async ({ ctx, input, path }) =>
+    deliver(ctx, await local(ctx, def, input, path)),
+  );
+}
+
+function procedure<I extends z.ZodType, O>(
+  def: Definition<I> & { success: { status: 200 | 201 | 204; location?: unknown } },
+  output: z.ZodType<O>,
+) {
+  const { status, location } = def.success;
+  return authedProcedure
+    .meta({
+      openapi: def.openapi,
+      ...(status === 200 ? {} : { successStatus: status }),
+      ...(status === 201 && location ? { createdLocation: true } : {}),
+      idempotencyKey: def.key,
+    })
+    .input(def.input)
+    .output(output);
+}
+
+/** The key (400) and the role (403), in the order CONTRACT section 3 gives their answers. */
+function admit(ctx: AuthedContext, def: Definition<z.ZodType>): string | undefined {
+  const key = readIdempotencyKey(ctx.headers['idempotency-key'], def.key === 'required');
+  if (def.admin) requireAdmin(ctx);
+  return key;
+}
+
+async function external<I extends z.ZodType, D>(
+  ctx: AuthedContext,
+  def: External<I, D>,
+  input: InputOf<I>,
+  operation: string,
+): Promise<Answer> {
+  const key = admit(ctx, def) ?? '';
+  const request = idempotentRequest(ctx, def, input, operation, key, def.success.location);
+  return counted(ctx, operation, await def.execute({ ctx, input, request, failureReply }));
+}
+
+async function local<I extends z.ZodType, D extends { id: string } | void>(
+  ctx: AuthedContext,
+  def: (Local<I, D & { id: string }> | NoContent<I>) & { run: Run<I, D> },
+  input: InputOf<I>,
+  operation: string,
+): Promise<Answer> {
+  const key = admit(ctx, def);
+  const execute = async (tx: Transaction) => successOf(def, await def.run({ ctx, input, tx }));
+  if (!key) {
+    // No key: a plain transaction, so the operation is the same with or without one.
+    const { reply } = await ctx.services.sequelize.transaction(execute);
+    return { kind: 'keyless', reply };
+  }
+  const location = 'location' in def.success ? def.success.location : undefined;
+  const request = idempotentRequest(ctx, def, input, operation, key, location);
+  const outcome = await ctx.services.idempotency.runLocal(
+    request,
+    (tx) => failureAsReply(execute(tx)),
+    ctx.signal,
+  );
+  return counted(ctx, operation, outcome);
+}
+
+/** The reply of a success, and the resource id a create stores with its record. */
+function successOf(
+  def: { success: Success | { status: 204 }; output?: unknown },
+  data: { id: string } | void,
+): { reply: Reply; resourceId: string | null } {
+  const location = 'location' in def.success ? def.success.location : undefined;
+  const resourceId = location && data ? data.id : null;
+  const headers: Record<string, string> = location && resourceId ? { Location: location(resourceId) } : {};
+  const body = 'output' in def ? ok(data) : undefined;
+  return { reply: { status: def.success.status, headers, body }, resourceId };
+}
+
+/**
+ * A failure the request caused (4xx: a retry would fail the same way) becomes the reply the engine
+ * stores and replays. Anything else (5xx, 429, unknown) is thrown on: the engine rolls back, and a
+ * retry with the same key executes.
+ */
+async function failureAsReply(
+  work: Promise<{ reply: Reply; resourceId: string | null }>,
+): Promise<LocalResult> {
+  try {
+    return { ok: true, ...(await work) };
+  } catch (err) {
+    const reply = failureReply(err);
+    if (reply.status < 400 || reply.status >= 500 || reply.status === 408 || reply.status === 429) throw err;
+    return { ok: false, error: err, reply };
+  }
+}
+
+/** A failure as it is stored: its status and error envelope (no header of it is replayed). */
+function failureReply(err: unknown): Reply {
+  const { status, body } = errorAnswer(err);
+  return { status, headers: {}, body };
+}
+
+function counted(ctx: AuthedContext, operation: string, outcome: Outcome): Outcome {
+  ctx.services.countOutcome(operation, outcome.kind);
+  return outcome;
 }

@@ -1,59 +1,59 @@
-import { initTRPC, TRPCError } from '@trpc/server';
+import { initTRPC } from '@trpc/server';
 import { TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
 import { QueryTypes } from 'sequelize';
-import type { OpenApiMeta } from 'trpc-to-openapi';
-import { AppError, Forbidden, toErrorResponse, toTrpcError, trpcCodeFor } from '../core/errors.js';
+import type { z } from 'zod';
+import { DomainError, Forbidden } from '../core/errors.js';
 import type { User } from '../models/user.js';
 import { type Identity, verifyBearer } from './auth/jwt.js';
-import type { Context } from './context.js';
+import type { AuthedContext, Context } from './context.js';
+import { errorAnswer, toTrpcError } from './error-answer.js';
+import { ERROR_TABLE } from './error-table.js';
+import type { Meta } from './meta.js';
 
-export type ProcedureMeta = {
-  /** REST success status when it is not 200 (201 create, 204 delete). */
-  successStatus?: number;
-  /** Documents the Idempotency-Key header (the middleware enforces it). */
-  idempotencyKey?: 'required' | 'optional';
-  [key: string]: unknown;
-};
-
+/** The one initTRPC of the service. Everything below builds on the procedures it exports. */
 const t = initTRPC
   .context<Context>()
-  .meta<OpenApiMeta<ProcedureMeta>>()
+  .meta<Meta>()
   .create({
-    // The tRPC transport's error body comes from the same mapping as the REST envelope.
+    // The tRPC transport's error body comes from the same answer as the REST envelope.
     errorFormatter({ shape, error }) {
-      const mapped = toErrorResponse(error);
-      const code = trpcCodeFor(mapped.status);
+      const answer = errorAnswer(error);
+      const code = ERROR_TABLE[answer.kind].trpc;
       return {
-        message: mapped.body.message,
+        message: answer.body.message,
         code: TRPC_ERROR_CODES_BY_KEY[code],
-        data: { code, httpStatus: mapped.status, businessCode: mapped.body.code, path: shape.data.path },
+        data: { code, httpStatus: answer.status, businessCode: answer.body.code, path: shape.data.path },
       };
     },
   });
 
 export const router = t.router;
 export const createCallerFactory = t.createCallerFactory;
-export const middleware = t.middleware;
 
-/** Domain errors thrown below the routers get their proper tRPC code (and so their HTTP status). */
-const mapDomainErrors = t.middleware(async ({ next }) => {
+/**
+ * A domain error thrown by a handler reaches tRPC as an INTERNAL_SERVER_ERROR around it; thrown again
+ * here with its own code from the table, so createCaller users see the same code as both transports.
+ */
+const domainErrorsKeepTheirCode = t.middleware(async ({ next }) => {
   const result = await next();
-  if (!result.ok && !(result.error.cause instanceof TRPCError) && result.error.cause instanceof AppError) {
-    const mapped = toTrpcError(result.error.cause);
-    return { ...result, error: mapped };
+  if (
+    !result.ok &&
+    result.error.code === 'INTERNAL_SERVER_ERROR' &&
+    result.error.cause instanceof DomainError
+  ) {
+    throw toTrpcError(result.error.cause);
   }
   return result;
 });
 
-export const publicProcedure = t.procedure.use(mapDomainErrors);
+export const publicProcedure = t.procedure.use(domainErrorsKeepTheirCode);
 
 /**
  * Verifies the bearer token, then the user row when one exists: a DISABLED user is refused (403)
  * and the row's role wins over the token's, so a demotion takes effect before the token expires.
  */
 export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
-  const header = ctx.headers.authorization;
-  const identity: Identity = verifyBearer(ctx.services.config.JWT_SECRET, header);
+  const identity: Identity = verifyBearer(ctx.services.config.JWT_SECRET, ctx.headers.authorization);
   // On every authenticated request: a plain indexed read, no model instance built.
   const [row] = await ctx.services.sequelize.query<{ status: User['status']; role: User['role'] }>(
     'SELECT status, role FROM users WHERE id = $1 AND tenant_id = $2',
@@ -64,14 +64,19 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
   return next({ ctx: { auth } });
 });
 
-/**
- * Role check as a middleware placed after `.input()`: validation (400) answers before authorisation
- * (403), the precedence CONTRACT section 3 fixes. Idempotent operations use `idempotent({adminOnly})`
- * instead, which checks after the Idempotency-Key's own validation.
- */
-export const requireAdmin = t.middleware(({ ctx, next }) => {
-  if ((ctx as AuthedContext).auth?.role !== 'admin') throw new Forbidden('Admin role required');
-  return next();
-});
+/** Refuses any role but admin (403). */
+export function requireAdmin(ctx: AuthedContext): void {
+  if (ctx.auth.role !== 'admin') throw new Forbidden('Admin role required');
+}
 
-export type AuthedContext = Context & { auth: Identity };
+/**
+ * An admin-only procedure with its input: the role check runs after the input's validation, because
+ * CONTRACT section 3 answers a 400 before a 403 (tRPC runs `.input()` and `.use()` in the order they
+ * are chained, so a role check chained before `.input()` would answer 403 first).
+ */
+export function adminProcedure<T extends z.ZodType>(input: T) {
+  return authedProcedure.input(input).use(({ ctx, next }) => {
+    requireAdmin(ctx);
+    return next();
+  });
+}

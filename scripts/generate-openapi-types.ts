@@ -4,7 +4,7 @@ import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { appRouter } from '../routers/index.js';
 import { buildOpenApiDocument } from '../server/openapi.js';
-import { renderOpenApiTypes } from '../test/support/openapi-typegen.js';
+import { renderOpenApiTypes } from './openapi-typegen.js';
 
 const target = fileURLToPath(new URL('../test/support/openapi-types.ts', import.meta.url));
 // Round-trip through JSON: exactly what a client receives from GET /openapi.json.

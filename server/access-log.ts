@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Response } from 'express';
 import type { Logger } from 'pino';
 import { pinoHttp } from 'pino-http';
+import { deliveredFor } from '../routers/answer.js';
 import type { Metrics } from './metrics.js';
 
 /** The route label: a template (never a raw path with ids in it, which would explode cardinality). */
@@ -9,12 +10,12 @@ export function routeOf(res: ServerResponse): string {
   return String((res as Response).locals?.route ?? 'unmatched');
 }
 
-/** What the idempotency protocol did for this request, read off the answer itself. */
-function idempotencyOutcome(_req: IncomingMessage, res: ServerResponse): string | undefined {
-  // Set by the idempotency middleware from what the engine did (absent when it did not run: GET,
-  // no key, or an answer given before it, such as 401 or a validation 400).
-  const response = (res as Response).locals?.response as { idempotency?: string } | undefined;
-  return response?.idempotency;
+/**
+ * What the idempotency protocol did for this request, as the answer edge recorded it (absent when it
+ * did not run: GET, no key, or an answer given before it, such as 401 or a validation 400).
+ */
+function idempotencyOutcome(req: IncomingMessage): string | undefined {
+  return deliveredFor(req)?.outcome;
 }
 
 /**
@@ -33,18 +34,18 @@ export function accessLog(logger: Logger) {
     customSuccessObject: (req, res, val: object) => ({
       ...val,
       route: routeOf(res),
-      idempotency: idempotencyOutcome(req, res),
+      idempotency: idempotencyOutcome(req),
     }),
     customErrorObject: (req, res, _err, val: object) => ({
       ...val,
       route: routeOf(res),
-      idempotency: idempotencyOutcome(req, res),
+      idempotency: idempotencyOutcome(req),
     }),
     customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
     customSuccessMessage: (req, res) => `${req.method} ${routeOf(res)} ${res.statusCode}`,
     customErrorMessage: (req, res) => `${req.method} ${routeOf(res)} ${res.statusCode}`,
     quietReqLogger: true,
-  }) as unknown as (req: IncomingMessage, res: ServerResponse, next: () => void) => void;
+  });
 }
 
 /** Observes the duration histogram when the response is finished. */

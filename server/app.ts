@@ -1,9 +1,12 @@
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
 import express, { type Express, type Request, type Response } from 'express';
-import { MethodNotAllowed, NotFound, toErrorResponse, UnsupportedMediaType } from '../core/errors.js';
-import { createContextValue, type Services } from '../routers/context.js';
+import { MethodNotAllowed, NotFound, UnsupportedMediaType } from '../core/errors.js';
+import { deliveredFor, errorMeta } from '../routers/answer.js';
+import { errorAnswer } from '../routers/error-answer.js';
 import { appRouter } from '../routers/index.js';
 import { accessLog, observeDuration } from './access-log.js';
+import type { AppServices } from './app-services.js';
+import { contextFor } from './context-for.js';
 import { docsRouter } from './docs.js';
 import { healthRouter } from './health.js';
 import { errorHandler, notFoundHandler, sendError } from './http-errors.js';
@@ -11,7 +14,7 @@ import { buildOpenApiDocument } from './openapi.js';
 import { requestId } from './request-id.js';
 import { createRestHandler, isJson } from './rest.js';
 
-export function createApp(services: Services): Express {
+export function createApp(services: AppServices): Express {
   const { config, logger } = services;
   const app = express();
   app.disable('x-powered-by');
@@ -64,30 +67,22 @@ export function createApp(services: Services): Express {
       router: appRouter,
       allowBatching: false,
       maxBodySize: config.MAX_BODY_BYTES,
-      createContext: ({ req, res }) => {
-        const ctx = createContextValue(services, 'trpc', req.headers, String(res.locals.requestId));
-        // The access log reads what the procedure and the idempotency engine recorded.
-        res.locals.response = ctx.response;
-        return ctx;
-      },
-      responseMeta: ({ ctx, errors }) => {
-        const headers = { ...(ctx?.response.headers ?? {}) };
-        if (errors.length > 0) {
-          const mapped = toErrorResponse(errors[0]);
-          return { status: mapped.status, headers: { ...mapped.headers, ...headers } };
-        }
-        return { headers };
-      },
+      createContext: ({ req, info }) => contextFor(services, req, info.signal),
+      // tRPC answers a success with 200 and the payload (whose code says 202 or 200); the headers
+      // of the answer (Location, Retry-After, Idempotent-Replayed) are set on this transport too.
+      responseMeta: ({ ctx, errors }) =>
+        errors.length > 0
+          ? errorMeta(errors[0], ctx?.request)
+          : { headers: deliveredFor(ctx?.request)?.headers ?? {} },
       onError: ({ error, req }) => {
-        const mapped = toErrorResponse(error);
-        const res = (req as Request).res;
-        if (res) res.locals.businessCode = mapped.body.code;
-        if (mapped.internal) logger.error({ err: error, reqId: res?.locals.requestId }, 'unhandled error');
+        if (errorAnswer(error).internal) {
+          logger.error({ err: error, reqId: (req as Request).res?.locals.requestId }, 'unhandled error');
+        }
       },
     }),
   );
 
-  app.use(createRestHandler(appRouter, openapiDoc.paths as Record<string, object>, services));
+  app.use(createRestHandler(appRouter, openapiDoc.paths ?? {}, services));
   app.use(notFoundHandler);
   app.use(errorHandler(logger, config.MAX_BODY_BYTES));
   return app;

@@ -1,6 +1,9 @@
 // Entry for `npm run gateway`: the simulator as its own process, so that the service can be pointed
 // at it with PAYMENT_GATEWAY_URL and the gateway can be stopped to simulate an unreachable one.
+import { z } from 'zod';
 import { startGatewaySimulator } from '../gateway/simulator.js';
+
+const portSchema = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(1).max(65535));
 
 function fail(line: string): never {
   console.error(line);
@@ -8,10 +11,9 @@ function fail(line: string): never {
 }
 
 const raw = process.env.GATEWAY_PORT ?? '4010';
-const port = Number(raw);
-if (!/^\d+$/.test(raw) || !Number.isInteger(port) || port < 1 || port > 65535) {
-  fail(`GATEWAY_PORT must be an integer between 1 and 65535 (got "${raw.slice(0, 20)}")`);
-}
+const parsed = portSchema.safeParse(raw);
+if (!parsed.success) fail(`GATEWAY_PORT must be an integer between 1 and 65535 (got "${raw.slice(0, 20)}")`);
+const port = parsed.data;
 
 try {
   const simulator = await startGatewaySimulator({ port, host: '127.0.0.1' });

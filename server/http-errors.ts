@@ -1,17 +1,18 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from 'pino';
 import {
-  AppError,
+  DomainError,
   NotFound,
   PayloadTooLarge,
-  toErrorResponse,
   UnsupportedMediaType,
   ValidationError,
 } from '../core/errors.js';
+import { errorAnswer } from '../routers/error-answer.js';
 
+/** An error answered outside the procedures (routing, body reading), from the same error table. */
 export function sendError(res: Response, err: unknown): void {
-  const mapped = toErrorResponse(err);
-  res.status(mapped.status).set(mapped.headers).json(mapped.body);
+  const answer = errorAnswer(err);
+  res.status(answer.status).set(answer.headers).json(answer.body);
 }
 
 export function notFoundHandler(_req: Request, res: Response): void {
@@ -38,7 +39,7 @@ export function errorHandler(logger: Logger, limit: number) {
       mapped = new UnsupportedMediaType();
     else if (type === 'request.aborted') mapped = new ValidationError('body', 'request aborted');
     else if (isClientBodyError(err)) mapped = new ValidationError('body', 'could not be read');
-    else if (!(err instanceof AppError)) logger.error({ err }, 'unhandled error');
+    else if (!(err instanceof DomainError)) logger.error({ err }, 'unhandled error');
     if (res.headersSent) return;
     sendError(res, mapped);
   };

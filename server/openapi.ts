@@ -1,6 +1,6 @@
 import { generateOpenApiDocument, type OpenAPIObject } from 'trpc-to-openapi';
 import type { AppRouter } from '../routers/index.js';
-import type { ProcedureMeta } from '../routers/trpc.js';
+import { metaByProcedure } from '../routers/meta.js';
 
 const errorEnvelope = {
   type: 'object',
@@ -85,15 +85,11 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
       'Every JSON body is the envelope {code, message, data}.',
     securitySchemes: { Authorization: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } },
   });
-  const metaByRoute = new Map<string, ProcedureMeta & { openapi?: { method: string; path: string } }>();
-  for (const proc of Object.values(router._def.procedures) as unknown as Array<{
-    _def: { meta?: ProcedureMeta };
-  }>) {
-    const meta = proc._def.meta as
-      | (ProcedureMeta & { openapi?: { method: string; path: string } })
-      | undefined;
-    if (meta?.openapi) metaByRoute.set(`${meta.openapi.method.toLowerCase()} ${meta.openapi.path}`, meta);
-  }
+  const metaByRoute = new Map(
+    [...metaByProcedure(router).values()].flatMap((meta) =>
+      meta.openapi ? [[`${meta.openapi.method.toLowerCase()} ${meta.openapi.path}`, meta] as const] : [],
+    ),
+  );
   for (const [path, ops] of Object.entries(doc.paths ?? {})) {
     for (const [method, op] of Object.entries(ops as Record<string, Operation>)) {
       const meta = metaByRoute.get(`${method} ${path}`);
@@ -106,9 +102,8 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
         generated?.content?.['application/json']?.schema as Parameters<typeof splitProcessing>[0],
       );
       const successHeaders: Record<string, unknown> = { 'X-Request-Id': REQUEST_ID };
-      if (successStatus === '201' && path !== '/api/v1/tokens') {
+      if (meta?.createdLocation)
         successHeaders.Location = header('Canonical path of the created resource', true);
-      }
       if (idempotent) successHeaders['Idempotent-Replayed'] = REPLAYED;
       const responses: Responses = {};
       responses[successStatus] =

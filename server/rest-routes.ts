@@ -1,4 +1,5 @@
 import { getPathRegExp } from 'trpc-to-openapi';
+import { fillTemplate } from '../core/path-template.js';
 
 export interface RestRoute {
   template: string;
@@ -48,5 +49,6 @@ export function matchRoute(routes: RestRoute[], path: string): RestRoute | undef
 export function canonicalPath(route: RestRoute, path: string): string {
   if (route.template === route.canonical) return path;
   const params = route.regex.exec(path)?.groups ?? {};
-  return route.canonical.replace(/\{(.+?)\}/g, (_, key: string) => params[key] ?? '');
+  // The values as they stand in the URL (still percent-encoded): trpc-to-openapi decodes them.
+  return fillTemplate(route.canonical, (name) => params[name] ?? '');
 }

@@ -1,20 +1,16 @@
+import type { IncomingMessage } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { createOpenApiNodeHttpHandler } from 'trpc-to-openapi';
-import {
-  type AppError,
-  type ErrorResponse,
-  MethodNotAllowed,
-  toErrorResponse,
-  UnsupportedMediaType,
-  ValidationError,
-} from '../core/errors.js';
-import { type Context, createContextValue, type Services } from '../routers/context.js';
+import { MethodNotAllowed, UnsupportedMediaType, ValidationError } from '../core/errors.js';
+import { templateParams } from '../core/path-template.js';
+import { deliveredFor, errorMeta } from '../routers/answer.js';
+import { errorAnswer } from '../routers/error-answer.js';
 import type { AppRouter } from '../routers/index.js';
+import { metaByProcedure } from '../routers/meta.js';
+import type { AppServices } from './app-services.js';
+import { contextFor } from './context-for.js';
 import { sendError } from './http-errors.js';
 import { buildRouteTable, canonicalPath, matchRoute } from './rest-routes.js';
-
-const ERROR_KEY = Symbol('restError');
-type RestRequest = Request & { [ERROR_KEY]?: ErrorResponse };
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
@@ -28,39 +24,40 @@ export function isJson(contentType: string | undefined): boolean {
 
 /**
  * The REST facade: trpc-to-openapi runs the procedures; this wrapper adds what the contract needs
- * around it: alias rewrites, 404/405 with Allow, strict JSON bodies (413/415/400), and the envelope
- * for errors (trpc-to-openapi renders its own error shape, which is swapped for the mapped one).
+ * around it: alias rewrites, 404/405 with Allow, strict JSON bodies (413/415/400), the status each
+ * procedure declares, and the envelope for errors.
  */
-export function createRestHandler(router: AppRouter, paths: Record<string, object>, services: Services) {
+export function createRestHandler(router: AppRouter, paths: Record<string, object>, services: AppServices) {
   const routes = buildRouteTable(paths);
   const limit = services.config.MAX_BODY_BYTES;
   const parseJson = express.json({ limit, strict: true, type: () => true });
+  // A success answered without the answer edge (a plain procedure) has the status its meta declares.
+  const declaredStatus = new Map(
+    [...metaByProcedure(router)].map(([path, meta]) => [path, meta.successStatus ?? 200]),
+  );
+  // The error each failed request ended with, for its body (see the res.end wrapper below).
+  const failures = new WeakMap<IncomingMessage, unknown>();
 
   const openapi = createOpenApiNodeHttpHandler({
     router,
     maxBodySize: limit,
-    createContext: ({ req, res }): Context => {
-      const locals = (res as Response).locals;
-      const ctx = createContextValue(services, 'rest', req.headers, String(locals?.requestId ?? ''));
-      // The access log reads what the procedure and the idempotency engine recorded.
-      if (locals) locals.response = ctx.response;
-      return ctx;
-    },
-    responseMeta: ({ ctx, errors }) => {
-      if (errors.length > 0) {
-        const mapped = toErrorResponse(errors[0]);
-        return { status: mapped.status, headers: { ...mapped.headers, ...pick(ctx?.response.headers) } };
-      }
-      return { status: ctx?.response.status ?? 200, headers: ctx?.response.headers ?? {} };
+    createContext: ({ req, info }) => contextFor(services, req, info.signal),
+    responseMeta: ({ ctx, errors, paths: called }) => {
+      if (errors.length > 0) return errorMeta(errors[0], ctx?.request);
+      const delivered = deliveredFor(ctx?.request);
+      return {
+        status: delivered?.status ?? declaredStatus.get(called?.[0] ?? '') ?? 200,
+        headers: delivered?.headers ?? {},
+      };
     },
     onError: ({ error, req }) => {
-      const mapped = toErrorResponse(error);
-      (req as RestRequest)[ERROR_KEY] = mapped;
-      if (mapped.internal)
+      failures.set(req, error);
+      if (errorAnswer(error).internal) {
         services.logger.error(
           { err: error, reqId: (req as Request).res?.locals.requestId },
           'unhandled error',
         );
+      }
     },
   });
 
@@ -94,14 +91,13 @@ export function createRestHandler(router: AppRouter, paths: Record<string, objec
       if (smuggled) return sendError(res, new ValidationError(smuggled, `Unrecognized key: "${smuggled}"`));
     }
 
-    // Swap trpc-to-openapi's error body for the envelope computed in onError (same mapping as tRPC).
+    // The one gap of trpc-to-openapi: it writes its own error body, `{...errorShape, code: error.code,
+    // issues}` (adapters/node-http/core.mjs), never the envelope. Its status and headers come from
+    // responseMeta above; only the body is swapped here. A 204 must have no body and no Content-Type,
+    // which it also sets on every answer.
     const end = res.end.bind(res) as (...args: unknown[]) => Response;
     res.end = ((...args: unknown[]) => {
-      const mapped = (req as RestRequest)[ERROR_KEY];
-      if (mapped) {
-        res.locals.businessCode = mapped.body.code;
-        return end(JSON.stringify(mapped.body));
-      }
+      if (failures.has(req)) return end(JSON.stringify(errorAnswer(failures.get(req)).body));
       if (res.statusCode === 204) {
         res.removeHeader('Content-Type');
         return end();
@@ -120,15 +116,5 @@ export function createRestHandler(router: AppRouter, paths: Record<string, objec
  */
 function bodyKeyNeverAllowed(body: object, template: string): string | undefined {
   if (Object.hasOwn(body, '__proto__')) return '__proto__';
-  for (const [, param] of template.matchAll(/\{(.+?)\}/g)) {
-    if (Object.hasOwn(body, param)) return param;
-  }
-  return undefined;
+  return templateParams(template).find((param) => Object.hasOwn(body, param));
 }
-
-function pick(headers: Record<string, string> | undefined): Record<string, string> {
-  // Only the replay marker survives onto an error answer (a replayed FAILED_FINAL).
-  return headers?.['Idempotent-Replayed'] ? { 'Idempotent-Replayed': 'true' } : {};
-}
-
-export type { AppError };

@@ -1,27 +1,28 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
 import type { Config } from '../core/config.js';
 import { openDatabase } from '../core/database.js';
 import { createLogger } from '../core/logger.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
-import { IdempotencyEngine } from '../idempotency/engine.js';
 import { Placeholder } from '../idempotency/placeholder.js';
 import { purgeExpired } from '../idempotency/purge-expired.js';
-import { ResponseCipher } from '../idempotency/response-cipher.js';
 import { initModels } from '../models/index.js';
 import { migrate } from '../models/migrate.js';
-import type { PaymentDeps } from '../payments/create-payment.js';
-import { recoverExpiredPayments } from '../payments/recoverer.js';
+import type { PaymentDeps } from '../payments/payment-deps.js';
+import { PAYMENT_OPERATION, recoverExpiredPayments } from '../payments/recoverer.js';
 import type { Services } from '../routers/context.js';
 import { createApp } from './app.js';
+import type { AppServices } from './app-services.js';
 import { every } from './background.js';
+import { createEngine } from './engine-from-config.js';
 import { Metrics } from './metrics.js';
 
 export interface RunningServer {
   url: string;
   port: number;
-  services: Services;
+  services: AppServices;
   close(): Promise<void>;
 }
 
@@ -39,27 +40,9 @@ export async function startServer(config: Config): Promise<RunningServer> {
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   initModels(db.sequelize);
 
-  const previousKeys = Object.fromEntries(
-    (config.RESPONSE_ENCRYPTION_PREVIOUS_KEYS ?? '')
-      .split(',')
-      .filter(Boolean)
-      .map((pair) => [pair.split(':')[0], Buffer.from(pair.split(':')[1], 'base64')]),
-  );
-  const cipher = new ResponseCipher(
-    config.RESPONSE_ENCRYPTION_KEY_ID,
-    config.RESPONSE_ENCRYPTION_KEY,
-    previousKeys,
-  );
   const placeholder = config.REDIS_URL ? new Placeholder(config.REDIS_URL, 30000, logger) : undefined;
   const metrics = new Metrics();
-  const idempotency = new IdempotencyEngine(
-    db.sequelize,
-    config,
-    cipher,
-    logger,
-    placeholder,
-    (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
-  );
+  const idempotency = createEngine(db.sequelize, config, placeholder);
   // No PAYMENT_GATEWAY_URL: the bundled simulator, in this process, on a loopback port of its own.
   let simulator: GatewaySimulator | undefined;
   let gatewayUrl = config.PAYMENT_GATEWAY_URL;
@@ -72,19 +55,16 @@ export async function startServer(config: Config): Promise<RunningServer> {
     sequelize: db.sequelize,
     engine: idempotency,
     gateway,
-    config,
-    logger,
     onGateway: (call, result) => metrics.gatewayCalls.inc({ call, result }),
   };
-  const services: Services = {
+  const services: AppServices = {
     config,
     sequelize: db.sequelize,
     logger,
     metrics,
     idempotency,
-    gateway,
     payments,
-    simulator,
+    countOutcome: (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
   };
   const jobs = [
     every('purge-expired', config.PURGE_INTERVAL_MS, logger, async () => {
@@ -98,7 +78,10 @@ export async function startServer(config: Config): Promise<RunningServer> {
         const taken = await recoverExpiredPayments(payments);
         metrics.recovererRuns.inc({ result: 'ok' });
         metrics.recovererTakeovers.inc(taken);
-        if (taken > 0) logger.info({ taken }, 'expired payment leases taken over');
+        if (taken > 0) {
+          metrics.idempotency.inc({ operation: PAYMENT_OPERATION, outcome: 'lease_takeover' }, taken);
+          logger.info({ taken }, 'expired payment leases taken over');
+        }
       } catch (err) {
         metrics.recovererRuns.inc({ result: 'error' });
         throw err;

@@ -1,10 +1,12 @@
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { ConfigError, loadConfig } from '../core/config.js';
 import { signToken, tenantIdSchema, userIdSchema } from '../routers/auth/jwt.js';
+import { readCliArgs } from './cli-args.js';
 
 // `npm run token -- --tenant T --user U --role admin [--ttl seconds]`: prints a token signed with the
 // configured JWT_SECRET (an identity assertion; no user row is needed or created).
+const USAGE = 'usage: npm run token -- --tenant <id> --user <decimal id> --role admin|user [--ttl seconds]';
+
 const argsSchema = z.object({
   tenant: tenantIdSchema,
   user: userIdSchema,
@@ -17,33 +19,25 @@ const argsSchema = z.object({
     .optional(),
 });
 
+const args = readCliArgs(
+  { tenant: { type: 'string' }, user: { type: 'string' }, role: { type: 'string' }, ttl: { type: 'string' } },
+  argsSchema,
+);
+if (!args.ok) {
+  console.error(args.problem);
+  console.error(USAGE);
+  process.exit(2);
+}
 try {
-  const { values } = parseArgs({
-    options: {
-      tenant: { type: 'string' },
-      user: { type: 'string' },
-      role: { type: 'string' },
-      ttl: { type: 'string' },
-    },
-    strict: true,
-  });
-  const parsed = argsSchema.safeParse(values);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    console.error(`--${issue.path.join('.')}: ${issue.message}`);
-    console.error(
-      'usage: npm run token -- --tenant <id> --user <decimal id> --role admin|user [--ttl seconds]',
-    );
-    process.exit(2);
-  }
   const config = loadConfig();
+  const { tenant, user, role, ttl } = args.values;
   const { token } = signToken(
     config.JWT_SECRET,
-    { tenantId: parsed.data.tenant, userId: parsed.data.user, role: parsed.data.role },
-    parsed.data.ttl ?? config.TOKEN_TTL_SECONDS,
+    { tenantId: tenant, userId: user, role },
+    ttl ?? config.TOKEN_TTL_SECONDS,
   );
   console.log(token);
 } catch (err) {
-  console.error(err instanceof ConfigError || err instanceof TypeError ? err.message : String(err));
+  console.error(err instanceof ConfigError ? err.message : String(err));
   process.exit(2);
 }

@@ -2,16 +2,12 @@ import { createSecretKey, type KeyObject } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import { z } from 'zod';
 import { Unauthorized } from '../../core/errors.js';
-import type { Role } from '../../models/user.js';
-
-const MAX_BIGINT = 9223372036854775807n;
+import type { Identity } from '../../core/identity.js';
+import { idSchema } from '../../core/ids.js';
 
 // The bound matters: a 19-digit sub above 2^63-1 reached the users lookup and PostgreSQL answered
 // "bigint out of range" (a 500) instead of a 401.
-export const userIdSchema = z
-  .string()
-  .regex(/^[1-9][0-9]{0,18}$/, { abort: true })
-  .refine((v) => BigInt(v) <= MAX_BIGINT, 'must be a positive 64-bit integer');
+export const userIdSchema = idSchema;
 export const tenantIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,36}$/);
 
 const claimsSchema = z.object({
@@ -36,11 +32,7 @@ function hmacKey(secret: string): KeyObject {
   return key;
 }
 
-export interface Identity {
-  userId: string;
-  tenantId: string;
-  role: Role;
-}
+export type { Identity };
 
 export function signToken(
   secret: string,

@@ -1,8 +1,8 @@
 import type { Transaction, WhereOptions } from 'sequelize';
 import { rethrowUnique } from '../../core/db-errors.js';
 import { Forbidden, NotFound } from '../../core/errors.js';
+import type { Identity } from '../../core/identity.js';
 import { Order } from '../../models/order.js';
-import type { Identity } from '../auth/jwt.js';
 import type { CreateOrderInput, OrderDto } from './orders.schema.js';
 
 export const orderLocation = (id: string) => `/api/v1/orders/${id}`;

@@ -1,6 +1,5 @@
 import { ok } from '../../core/envelope.js';
-import { created } from '../../server/response.js';
-import { idempotent } from '../idempotent-mutation.js';
+import { idempotentMutation } from '../idempotent-mutation.js';
 import { authedProcedure, router } from '../trpc.js';
 import { createOrder, getOrder, listOrders, orderLocation } from './orders.handlers.js';
 import {
@@ -9,26 +8,20 @@ import {
   listOrdersInput,
   orderEnvelope,
   orderListEnvelope,
-  orderOrProcessing,
 } from './orders.schema.js';
 
 const tags = ['orders'];
 
 export const ordersRouter = router({
-  create: authedProcedure
-    .meta({
-      openapi: { method: 'POST', path: '/api/v1/orders', tags, summary: 'Create an order' },
-      successStatus: 201,
-      idempotencyKey: 'required',
-    })
-    .input(createOrderInput)
-    .output(orderOrProcessing)
-    .use(idempotent({ keyRequired: true, nonBusiness: ['traceId'], location: orderLocation }))
-    .mutation(async ({ ctx, input }) => {
-      const order = await createOrder(ctx.auth, input, ctx.tx);
-      created(ctx, orderLocation(order.id), order.id);
-      return ok(order);
-    }),
+  create: idempotentMutation({
+    openapi: { method: 'POST', path: '/api/v1/orders', tags, summary: 'Create an order' },
+    key: 'required',
+    success: { status: 201, location: orderLocation },
+    nonBusiness: ['traceId'],
+    input: createOrderInput,
+    output: orderEnvelope,
+    run: ({ ctx, input, tx }) => createOrder(ctx.auth, input, tx),
+  }),
 
   get: authedProcedure
     .meta({ openapi: { method: 'GET', path: '/api/v1/orders/{id}', tags, summary: 'Get an order' } })

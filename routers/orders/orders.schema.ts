@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { envelopeOf, processingSchema } from '../../core/envelope.js';
-import { merchantOrderFields } from '../../core/money.js';
-import { idParams, isoDate, pageQuery } from '../params.schema.js';
+import { envelopeOf, isoDate } from '../../core/envelope.js';
+import { merchantOrderFields } from '../../core/merchant-order.js';
+import { idParams, pageQuery } from '../params.schema.js';
 
 export const orderSchema = z.object({
   id: z.string(),
@@ -23,5 +23,4 @@ export const getOrderInput = idParams;
 export const listOrdersInput = pageQuery;
 
 export const orderEnvelope = envelopeOf(orderSchema);
-export const orderOrProcessing = z.union([orderEnvelope, processingSchema]);
 export const orderListEnvelope = envelopeOf(z.array(orderSchema));

@@ -20,8 +20,6 @@ export const tokensRouter = router({
     .output(tokenEnvelope)
     .mutation(async ({ ctx, input }) => {
       const { JWT_SECRET, TOKEN_TTL_SECONDS } = ctx.services.config;
-      const token = await createToken(JWT_SECRET, TOKEN_TTL_SECONDS, input);
-      ctx.response.status = 201;
-      return ok(token);
+      return ok(await createToken(JWT_SECRET, TOKEN_TTL_SECONDS, input));
     }),
 });

@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import { envelopeOf } from '../../core/envelope.js';
+import { envelopeOf, isoDate } from '../../core/envelope.js';
 import { tenantIdSchema } from '../auth/jwt.js';
-import { isoDate } from '../params.schema.js';
 
 export const createTokenInput = z.strictObject({
   tenantId: tenantIdSchema,

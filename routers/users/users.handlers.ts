@@ -1,8 +1,8 @@
 import type { Transaction } from 'sequelize';
 import { rethrowUnique } from '../../core/db-errors.js';
 import { Forbidden, NotFound } from '../../core/errors.js';
+import type { Identity } from '../../core/identity.js';
 import { User } from '../../models/user.js';
-import type { Identity } from '../auth/jwt.js';
 import { hashPassword } from '../auth/password.js';
 import type { CreateUserInput, ReplaceUserInput, UpdateUserInput, UserDto } from './users.schema.js';
 

@@ -1,8 +1,6 @@
-import { z } from 'zod';
-import { ok, processingSchema } from '../../core/envelope.js';
-import { created, noContent } from '../../server/response.js';
-import { idempotent } from '../idempotent-mutation.js';
-import { authedProcedure, requireAdmin, router } from '../trpc.js';
+import { ok } from '../../core/envelope.js';
+import { idempotentMutation } from '../idempotent-mutation.js';
+import { adminProcedure, authedProcedure, router } from '../trpc.js';
 import * as users from './users.handlers.js';
 import {
   createUserInput,
@@ -17,24 +15,18 @@ import {
 } from './users.schema.js';
 
 const tags = ['users'];
-const userOrProcessing = z.union([userEnvelope, processingSchema]);
-const location = users.userLocation;
 
 export const usersRouter = router({
-  list: authedProcedure
+  list: adminProcedure(listUsersInput)
     .meta({ openapi: { method: 'GET', path: '/api/v1/users', tags, summary: 'List users (v1: array)' } })
-    .input(listUsersInput)
     .output(userListEnvelope)
-    .use(requireAdmin)
     .query(async ({ ctx, input }) => ok((await users.listUsers(ctx.auth, input.page, input.size)).items)),
 
-  listPage: authedProcedure
+  listPage: adminProcedure(listUsersInput)
     .meta({
       openapi: { method: 'GET', path: '/api/v2/users', tags, summary: 'List users (v2: page object)' },
     })
-    .input(listUsersInput)
     .output(userPageEnvelope)
-    .use(requireAdmin)
     .query(async ({ ctx, input }) => {
       const { items, total } = await users.listUsers(ctx.auth, input.page, input.size);
       return ok({ items, page: input.page, size: input.size, total });
@@ -46,65 +38,51 @@ export const usersRouter = router({
     .output(userEnvelope)
     .query(async ({ ctx, input }) => ok(await users.getUser(ctx.auth, input.id))),
 
-  create: authedProcedure
-    .meta({
-      openapi: { method: 'POST', path: '/api/v1/users', tags, summary: 'Create a user' },
-      successStatus: 201,
-      idempotencyKey: 'optional',
-    })
-    .input(createUserInput)
-    .output(userOrProcessing)
-    .use(idempotent({ keyRequired: false, adminOnly: true, location }))
-    .mutation(async ({ ctx, input }) => {
-      const user = await users.createUser(ctx.auth, input, ctx.tx);
-      created(ctx, location(user.id), user.id);
-      return ok(user);
-    }),
+  create: idempotentMutation({
+    openapi: { method: 'POST', path: '/api/v1/users', tags, summary: 'Create a user' },
+    key: 'optional',
+    admin: true,
+    success: { status: 201, location: users.userLocation },
+    input: createUserInput,
+    output: userEnvelope,
+    run: ({ ctx, input, tx }) => users.createUser(ctx.auth, input, tx),
+  }),
 
-  replace: authedProcedure
-    .meta({
-      openapi: { method: 'PUT', path: '/api/v1/users/{id}', tags, summary: 'Replace a user' },
-      idempotencyKey: 'optional',
-    })
-    .input(replaceUserInput)
-    .output(userOrProcessing)
-    .use(idempotent({ keyRequired: false, adminOnly: true, location }))
-    .mutation(async ({ ctx, input }) => ok(await users.replaceUser(ctx.auth, input, ctx.tx))),
+  replace: idempotentMutation({
+    openapi: { method: 'PUT', path: '/api/v1/users/{id}', tags, summary: 'Replace a user' },
+    key: 'optional',
+    admin: true,
+    success: { status: 200 },
+    input: replaceUserInput,
+    output: userEnvelope,
+    run: ({ ctx, input, tx }) => users.replaceUser(ctx.auth, input, tx),
+  }),
 
-  update: authedProcedure
-    .meta({
-      openapi: { method: 'PATCH', path: '/api/v1/users/{id}', tags, summary: 'Change some fields of a user' },
-      idempotencyKey: 'optional',
-    })
-    .input(updateUserInput)
-    .output(userOrProcessing)
-    .use(idempotent({ keyRequired: false, location }))
-    .mutation(async ({ ctx, input }) => ok(await users.updateUser(ctx.auth, input, ctx.tx))),
+  update: idempotentMutation({
+    openapi: { method: 'PATCH', path: '/api/v1/users/{id}', tags, summary: 'Change some fields of a user' },
+    key: 'optional',
+    success: { status: 200 },
+    input: updateUserInput,
+    output: userEnvelope,
+    run: ({ ctx, input, tx }) => users.updateUser(ctx.auth, input, tx),
+  }),
 
-  setStatus: authedProcedure
-    .meta({
-      openapi: { method: 'PUT', path: '/api/v1/users/{id}/status', tags, summary: 'Set a user status' },
-      idempotencyKey: 'optional',
-    })
-    .input(setStatusInput)
-    .output(userOrProcessing)
-    .use(idempotent({ keyRequired: false, adminOnly: true, location }))
-    .mutation(async ({ ctx, input }) =>
-      ok(await users.setUserStatus(ctx.auth, input.id, input.status, ctx.tx)),
-    ),
+  setStatus: idempotentMutation({
+    openapi: { method: 'PUT', path: '/api/v1/users/{id}/status', tags, summary: 'Set a user status' },
+    key: 'optional',
+    admin: true,
+    success: { status: 200 },
+    input: setStatusInput,
+    output: userEnvelope,
+    run: ({ ctx, input, tx }) => users.setUserStatus(ctx.auth, input.id, input.status, tx),
+  }),
 
-  delete: authedProcedure
-    .meta({
-      openapi: { method: 'DELETE', path: '/api/v1/users/{id}', tags, summary: 'Delete a user' },
-      successStatus: 204,
-      idempotencyKey: 'optional',
-    })
-    .input(getUserInput)
-    .output(processingSchema.optional())
-    .use(idempotent({ keyRequired: false, adminOnly: true, location }))
-    .mutation(async ({ ctx, input }) => {
-      await users.deleteUser(ctx.auth, input.id, ctx.tx);
-      noContent(ctx);
-      return undefined;
-    }),
+  delete: idempotentMutation({
+    openapi: { method: 'DELETE', path: '/api/v1/users/{id}', tags, summary: 'Delete a user' },
+    key: 'optional',
+    admin: true,
+    success: { status: 204 },
+    input: getUserInput,
+    run: ({ ctx, input, tx }) => users.deleteUser(ctx.auth, input.id, tx),
+  }),
 });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { envelopeOf } from '../../core/envelope.js';
-import { idParams, idSchema, isoDate, pageQuery } from '../params.schema.js';
+import { envelopeOf, isoDate } from '../../core/envelope.js';
+import { idSchema } from '../../core/ids.js';
+import { idParams, pageQuery } from '../params.schema.js';
 
 // PostgreSQL text cannot hold NUL: the driver escaped it and the stored name silently differed.
 const name = z

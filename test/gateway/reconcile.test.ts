@@ -28,7 +28,7 @@ describe('reconcile: local payments against the gateway', () => {
     sim = await startGatewaySimulator();
     gateway = createGatewayClient({ baseUrl: sim.url, timeoutMs: 5000 });
     const engine = services.idempotency as IdempotencyEngine;
-    deps = { sequelize: services.sequelize, gateway, engine, config: services.config };
+    deps = { sequelize: services.sequelize, gateway, engine };
     tenant = uniqueTenant('rc');
   });
   afterEach(async () => {

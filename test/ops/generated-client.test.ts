@@ -1,8 +1,8 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { expect } from 'chai';
 import createClient from 'openapi-fetch';
+import { renderOpenApiTypes } from '../../scripts/openapi-typegen.js';
 import { recordedCalls } from '../support/http.js';
-import { renderOpenApiTypes } from '../support/openapi-typegen.js';
 import type { paths } from '../support/openapi-types.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';

@@ -40,6 +40,6 @@ export async function stopSharedServer(): Promise<void> {
 export async function callerFor(headers: Record<string, string> = {}) {
   const server = await sharedServer();
   const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
-  const ctx = createContextValue(server.services, 'trpc', lower, 'test-request');
+  const ctx = createContextValue(server.services, lower, 'test-request');
   return { caller: createCallerFactory(appRouter)(ctx), ctx };
 }

@@ -1,15 +1,20 @@
 import { expect } from 'chai';
-import { type AppError, ValidationError } from '../../core/errors.js';
+import { ValidationError } from '../../core/errors.js';
 import { readIdempotencyKey, scopeKey, userScope } from '../../idempotency/key.js';
+import { errorAnswer } from '../../routers/error-answer.js';
 
-/** The 400 the header check throws, or undefined when it accepts. */
-function refusal(header: string | string[] | undefined, required: boolean): AppError | undefined {
+/**
+ * The answer to the error the header check throws (a validation error, answered through the error
+ * table), or undefined when it accepts.
+ */
+function refusal(header: string | string[] | undefined, required: boolean) {
   try {
     readIdempotencyKey(header, required);
     return undefined;
   } catch (err) {
     expect(err).to.be.instanceOf(ValidationError);
-    return err as AppError;
+    const { status, body } = errorAnswer(err);
+    return { status, code: body.code, message: body.message };
   }
 }
 

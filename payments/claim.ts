@@ -1,0 +1,76 @@
+import { UniqueConstraintError } from 'sequelize';
+import { inTransaction } from '../core/database.js';
+import type { DomainError } from '../core/errors.js';
+import type { Identity } from '../core/identity.js';
+import type { IdempotentRequest } from '../idempotency/engine.js';
+import type { Lease } from '../idempotency/lease.js';
+import type { Reply } from '../idempotency/outcome.js';
+import type { StoredRecord } from '../idempotency/record-store.js';
+import type { Payment } from '../models/payment.js';
+import type { CreatePaymentInput } from './payment.schema.js';
+import type { PaymentDeps } from './payment-deps.js';
+import { paymentReply } from './payment-reply.js';
+import { preparePayment } from './prepare.js';
+
+export type Claim =
+  /** Tx 1 committed our PROCESSING record (with its lease) and the new payment row. */
+  | { kind: 'claimed'; lease: Lease; payment: Payment }
+  /** The checks refused the payment: Tx 1 committed the record as FAILED_FINAL with this error. */
+  | { kind: 'refused'; error: DomainError }
+  /** A new key for a payment that is final already: Tx 1 committed the record with its answer. */
+  | { kind: 'existing'; reply: Reply }
+  /** A new key for a payment still in flight: nothing was kept. */
+  | { kind: 'existing_in_flight'; payment: Payment }
+  /** A record of this key was there instead. */
+  | { kind: 'found'; record: StoredRecord }
+  /** No record inserted and none there: a per-user cap refused it. */
+  | { kind: 'limited' }
+  /** An expired record was deleted, or a concurrent request created the payment first: claim again. */
+  | { kind: 'again' };
+
+/** The reply a refusal is stored as (the error table of routers/, handed down by the caller). */
+export type FailureReply = (error: DomainError) => Reply;
+
+/**
+ * Tx 1 of POST /payments: the PROCESSING record with a fresh lease, then the checks and the payment
+ * row, committed together; or what was found instead of inserting.
+ */
+export async function claimPayment(
+  deps: PaymentDeps,
+  req: IdempotentRequest,
+  auth: Identity,
+  input: CreatePaymentInput,
+  failureReply: FailureReply,
+): Promise<Claim> {
+  const { leases } = deps.engine;
+  let claim: Claim | undefined;
+  try {
+    claim = await inTransaction<Claim | undefined>(deps.sequelize, async (t) => {
+      const lease = await leases.claim(t, req);
+      if (!lease) return { rollback: undefined };
+      const prepared = await preparePayment(t, auth, input);
+      if (prepared.kind === 'refused') {
+        await leases.finish(t, lease, 'FAILED_FINAL', failureReply(prepared.error));
+        return { commit: { kind: 'refused', error: prepared.error } };
+      }
+      if (prepared.kind === 'existing') {
+        const { payment } = prepared;
+        // Its executor is still at work: our record must not stay behind (it would hold the cap).
+        if (payment.status === 'PROCESSING') return { rollback: { kind: 'existing_in_flight', payment } };
+        const reply = paymentReply(payment);
+        await leases.attachResource(t, lease, payment.id);
+        await leases.finish(t, lease, 'SUCCEEDED', reply);
+        return { commit: { kind: 'existing', reply } };
+      }
+      await leases.attachResource(t, lease, prepared.payment.id);
+      return { commit: { kind: 'claimed', lease, payment: prepared.payment } };
+    });
+  } catch (err) {
+    // Lost the race on (merchant_id, merchant_order_no): evaluate again against the winner's payment.
+    if (err instanceof UniqueConstraintError) return { kind: 'again' };
+    throw err;
+  }
+  if (claim) return claim;
+  const lost = await deps.engine.whyNotClaimed(req);
+  return lost.kind === 'expired' ? { kind: 'again' } : lost;
+}

@@ -1,0 +1,58 @@
+import type { OpenApiMeta } from 'trpc-to-openapi';
+import type { Config } from '../core/config.js';
+import { fillTemplate } from '../core/path-template.js';
+import type { IdempotentRequest } from '../idempotency/engine.js';
+import { fingerprint } from '../idempotency/fingerprint.js';
+import { scopeKey, userScope } from '../idempotency/key.js';
+import type { AuthedContext } from './context.js';
+
+interface Declared {
+  openapi: NonNullable<OpenApiMeta['openapi']>;
+  nonBusiness?: readonly string[];
+  ttlHours?: (config: Config) => number;
+}
+
+/**
+ * The request as the engine sees it: its scope (tenant, user, operation, key) and its fingerprint
+ * over the zod-parsed input (defaults applied). Both transports build the same one, so a retry may
+ * switch between REST and tRPC with the same key.
+ */
+export function idempotentRequest(
+  ctx: AuthedContext,
+  def: Declared,
+  input: unknown,
+  operation: string,
+  key: string,
+  location?: (resourceId: string) => string,
+): IdempotentRequest {
+  const { config } = ctx.services;
+  const { tenantId, userId } = ctx.auth;
+  const body = input ?? {};
+  // Canonical REST path with the input's path parameters filled in (aliases already resolved).
+  const path = fillTemplate(def.openapi.path, (name) =>
+    encodeURIComponent(String(fieldOf(body, name) ?? '')),
+  );
+  return {
+    scopeKey: scopeKey(tenantId, userId, operation, key),
+    userScope: userScope(tenantId, userId),
+    operation,
+    ttlHours: def.ttlHours?.(config) ?? config.IDEMPOTENCY_TTL_HOURS,
+    location,
+    requestHash: fingerprint(config.IDEMPOTENCY_HMAC_KEY, {
+      method: def.openapi.method,
+      path,
+      mediaType: ctx.headers['content-type'],
+      apiVersion: /^\/api\/(v\d+)\//.exec(path)?.[1] ?? 'v1',
+      tenantId,
+      userId,
+      body,
+      nonBusiness: def.nonBusiness,
+    }),
+  };
+}
+
+function fieldOf(value: unknown, name: string): unknown {
+  return typeof value === 'object' && value !== null
+    ? Object.getOwnPropertyDescriptor(value, name)?.value
+    : undefined;
+}

@@ -1,0 +1,33 @@
+import type { AnyRouter } from '@trpc/server';
+import type { OpenApiMeta } from 'trpc-to-openapi';
+import { z } from 'zod';
+
+/**
+ * What a procedure declares about its REST answer, once: the OpenAPI document and the REST transport
+ * both read it from here (idempotentMutation writes it from its own definition).
+ */
+export type ProcedureMeta = {
+  /** REST success status when it is not 200 (201 create, 204 delete). */
+  successStatus?: 201 | 204;
+  /** A 201 with a Location header: the canonical path of the created resource. */
+  createdLocation?: boolean;
+  /** The Idempotency-Key header this operation takes. */
+  idempotencyKey?: 'required' | 'optional';
+};
+
+export type Meta = OpenApiMeta<ProcedureMeta>;
+
+const metaSchema = z.object({
+  successStatus: z.union([z.literal(201), z.literal(204)]).optional(),
+  createdLocation: z.boolean().optional(),
+  idempotencyKey: z.enum(['required', 'optional']).optional(),
+  openapi: z.object({ method: z.string(), path: z.string() }).loose().optional(),
+});
+
+export type DeclaredMeta = z.infer<typeof metaSchema>;
+
+/** Each procedure's meta by procedure path (tRPC keeps the procedures flat in `_def.procedures`). */
+export function metaByProcedure(router: AnyRouter): Map<string, DeclaredMeta> {
+  const procedures: Record<string, { _def: { meta?: unknown } }> = router._def.procedures;
+  return new Map(Object.entries(procedures).map(([path, p]) => [path, metaSchema.parse(p._def.meta ?? {})]));
+}
