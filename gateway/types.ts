@@ -42,13 +42,14 @@ export interface ChargeRequest {
 /**
  * What a charge attempt tells the caller. 'unknown' means the request may have reached the gateway:
  * the caller must query before charging again or giving up. 'not-charged' is only ever returned
- * when nothing can have been charged (refused connection, or a 5xx answer).
+ * when nothing can have been charged (refused connection, a 5xx answer, or a 4xx rejection of the
+ * request: the gateway processed nothing).
  */
 export type ChargeOutcome =
   | { kind: 'charged'; charge: Charge }
   | { kind: 'declined'; charge: Charge }
   | { kind: 'unknown'; reason: 'timeout' | 'reset' | 'bad-response' }
-  | { kind: 'not-charged'; reason: 'refused' | 'server-error' };
+  | { kind: 'not-charged'; reason: 'refused' | 'server-error' | 'rejected' };
 
 export type QueryOutcome = { kind: 'found'; charge: Charge } | { kind: 'none' } | { kind: 'unavailable' };
 

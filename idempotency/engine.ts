@@ -22,6 +22,11 @@ import { openReply, sealReply } from './stored-reply.js';
 export interface IdempotentRequest extends ClaimRequest {
   /** Canonical REST path of the resource a 202 points at, when its id is known. */
   location?: (resourceId: string) => string;
+  /**
+   * The answer rebuilt from the resource itself, for a stored answer that can no longer be decrypted
+   * (payments: the payment row holds everything its answer says). undefined: cannot be rebuilt.
+   */
+  rebuild?: (resourceId: string) => Promise<Reply | undefined>;
 }
 
 /** What the operation of a Mode A request did inside the engine's transaction. */
@@ -32,6 +37,8 @@ export type LocalResult =
 
 export interface EngineSettings extends Limits {
   leaseMs: number;
+  /** Told when a stored answer cannot be read (a key rotated without its id, a damaged row). */
+  onUnreadable?: (scopeKey: string, err: unknown) => void;
 }
 
 /** Why a claim inserted nothing: a record is there, an expired one was just deleted, or a cap. */
@@ -180,7 +187,8 @@ export class IdempotencyEngine {
       if (!again) return this.inFlight(req, record.resourceId);
       record = again;
     }
-    if (record.status === 'SUCCEEDED' || record.status === 'FAILED_FINAL') return this.replay(req, record);
+    if (record.status === 'SUCCEEDED' || record.status === 'FAILED_FINAL')
+      return await this.replay(req, record);
     return this.inFlight(req, record.resourceId);
   }
 
@@ -201,8 +209,26 @@ export class IdempotencyEngine {
     return { kind: 'limited', error };
   }
 
-  private replay(req: IdempotentRequest, record: StoredRecord): Outcome {
-    const stored = openReply(this.cipher, req.scopeKey, record.responseBody ?? '');
+  /**
+   * The stored answer, marked as a replay. One that cannot be read (a key rotated without a new key
+   * id, a damaged row) is rebuilt from its resource when the operation can (payments), and otherwise
+   * answered 409 40903, logged: never a 500 for the record's whole TTL, and never a second execution.
+   */
+  private async replay(req: IdempotentRequest, record: StoredRecord): Promise<Outcome> {
+    let stored: Reply | undefined;
+    try {
+      stored = openReply(this.cipher, req.scopeKey, record.responseBody ?? '');
+    } catch (err) {
+      this.settings.onUnreadable?.(req.scopeKey, err);
+      if (req.rebuild && record.resourceId) stored = await req.rebuild(record.resourceId);
+    }
+    if (!stored) {
+      const error = new Conflict(
+        'state_conflict',
+        'The stored answer of this Idempotency-Key cannot be read; the request was executed once and is not executed again',
+      );
+      return { kind: 'failed_final', error };
+    }
     const headers = { ...stored.headers, 'Idempotent-Replayed': 'true' };
     return { kind: 'replayed', reply: { ...stored, headers } };
   }

@@ -98,25 +98,55 @@ export class LeaseStore {
    * to have ended (or the record to be FAILED_RETRYABLE, which has no owner). Returns the new lease,
    * or undefined when someone else won or the record moved on.
    */
-  async takeOver(scopeKey: string, previousOwner: string | null): Promise<Lease | undefined> {
+  async takeOver(
+    scopeKey: string,
+    previousOwner: string | null,
+    t?: Transaction,
+  ): Promise<Lease | undefined> {
     const owner = newOwnerToken();
     const [, count] = await this.sequelize.query(
       `UPDATE idempotency_records SET owner_token = $2, lease_until = now() + make_interval(secs => $3::float8),
               status = 'PROCESSING', updated_at = now()
        WHERE scope_key = $1 AND owner_token IS NOT DISTINCT FROM $4
          AND ((status = 'PROCESSING' AND lease_until < now()) OR status = 'FAILED_RETRYABLE')`,
-      { bind: [scopeKey, owner, this.leaseMs / 1000, previousOwner], type: QueryTypes.UPDATE },
+      {
+        bind: [scopeKey, owner, this.leaseMs / 1000, previousOwner],
+        type: QueryTypes.UPDATE,
+        transaction: t,
+      },
     );
     return count === 1 ? { scopeKey, owner } : undefined;
   }
 
-  /** Certainly not executed downstream (refused, 5xx): a retry with the same key may execute again. */
-  async markRetryable(lease: Lease): Promise<void> {
-    await this.sequelize.query(
+  /**
+   * A FAILED_RETRYABLE record whose resource became final through another record (a resume with
+   * another key): it takes the final reply, so its own key replays it from now on. false: the record
+   * moved on meanwhile.
+   */
+  async finishRetryable(t: Transaction, scopeKey: string, reply: Reply): Promise<boolean> {
+    const [, updated] = await this.sequelize.query(
+      `UPDATE idempotency_records SET status = 'SUCCEEDED', http_status = $2, response_body = $3, updated_at = now()
+       WHERE scope_key = $1 AND status = 'FAILED_RETRYABLE'`,
+      {
+        bind: [scopeKey, reply.status, sealReply(this.cipher, scopeKey, reply)],
+        transaction: t,
+        type: QueryTypes.UPDATE,
+      },
+    );
+    return updated === 1;
+  }
+
+  /**
+   * Certainly not executed downstream (refused, 5xx): a retry with the same key may execute again.
+   * false: fenced off (someone took the lease over and owns the outcome now).
+   */
+  async markRetryable(lease: Lease, t?: Transaction): Promise<boolean> {
+    const [, updated] = await this.sequelize.query(
       `UPDATE idempotency_records SET status = 'FAILED_RETRYABLE', owner_token = NULL, lease_until = NULL, updated_at = now()
        WHERE scope_key = $1 AND owner_token = $2 AND status = 'PROCESSING'`,
-      { bind: [lease.scopeKey, lease.owner] },
+      { bind: [lease.scopeKey, lease.owner], transaction: t, type: QueryTypes.UPDATE },
     );
+    return updated === 1;
   }
 
   /**

@@ -3,7 +3,11 @@ import type { Reply } from './outcome.js';
 import type { ResponseCipher } from './response-cipher.js';
 
 /** The stored form (short keys: it is encrypted and kept for every record until it expires). */
-const storedSchema = z.object({ s: z.number().int(), h: z.record(z.string(), z.string()), b: z.unknown().optional() });
+const storedSchema = z.object({
+  s: z.number().int(),
+  h: z.record(z.string(), z.string()),
+  b: z.unknown().optional(),
+});
 
 /** Encrypts a reply for the record of `scopeKey` (the scope key is the associated data). */
 export function sealReply(cipher: ResponseCipher, scopeKey: string, reply: Reply): string {

@@ -23,6 +23,8 @@ export class Payment extends Model<InferAttributes<Payment>, InferCreationAttrib
   declare status: CreationOptional<PaymentStatus>;
   declare failureReason: CreationOptional<string | null>;
   declare chargeId: CreationOptional<string | null>;
+  /** Set while the payment is resumable: its last attempt certainly charged nothing (CONTRACT section 3). */
+  declare resumableSince: CreationOptional<Date | null>;
   declare createdAt: CreationOptional<Date>;
   declare updatedAt: CreationOptional<Date>;
 
@@ -41,6 +43,7 @@ export class Payment extends Model<InferAttributes<Payment>, InferCreationAttrib
         status: { type: DataTypes.STRING(12), allowNull: false, defaultValue: 'PROCESSING' },
         failureReason: { type: DataTypes.STRING(40), allowNull: true },
         chargeId: { type: DataTypes.STRING(100), allowNull: true },
+        resumableSince: { type: DataTypes.DATE, allowNull: true },
         createdAt: DataTypes.DATE,
         updatedAt: DataTypes.DATE,
       },

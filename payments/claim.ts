@@ -11,6 +11,7 @@ import type { CreatePaymentInput } from './payment.schema.js';
 import type { PaymentDeps } from './payment-deps.js';
 import { paymentReply } from './payment-reply.js';
 import { preparePayment } from './prepare.js';
+import { takeResume } from './resume.js';
 
 export type Claim =
   /** Tx 1 committed our PROCESSING record (with its lease) and the new payment row. */
@@ -19,6 +20,11 @@ export type Claim =
   | { kind: 'refused'; error: DomainError }
   /** A new key for a payment that is final already: Tx 1 committed the record with its answer. */
   | { kind: 'existing'; reply: Reply }
+  /**
+   * A request (new key, or its own key after its record was purged) for a resumable payment: Tx 1
+   * took the resumable mark with our record, and the payment is executed again, query first.
+   */
+  | { kind: 'resumed'; lease: Lease; payment: Payment }
   /** A new key for a payment still in flight: nothing was kept. */
   | { kind: 'existing_in_flight'; payment: Payment }
   /** A record of this key was there instead. */
@@ -55,8 +61,15 @@ export async function claimPayment(
       }
       if (prepared.kind === 'existing') {
         const { payment } = prepared;
-        // Its executor is still at work: our record must not stay behind (it would hold the cap).
-        if (payment.status === 'PROCESSING') return { rollback: { kind: 'existing_in_flight', payment } };
+        if (payment.status === 'PROCESSING') {
+          // Its last attempt charged nothing and nobody is at it: this request resumes it (one winner).
+          if (payment.resumableSince && (await takeResume(t, payment.id))) {
+            await leases.attachResource(t, lease, payment.id);
+            return { commit: { kind: 'resumed', lease, payment } };
+          }
+          // Its executor is still at work: our record must not stay behind (it would hold the cap).
+          return { rollback: { kind: 'existing_in_flight', payment } };
+        }
         const reply = paymentReply(payment);
         await leases.attachResource(t, lease, payment.id);
         await leases.finish(t, lease, 'SUCCEEDED', reply);

@@ -2,13 +2,14 @@ import { ServiceUnavailable } from '../core/errors.js';
 import type { Identity } from '../core/identity.js';
 import type { IdempotentRequest } from '../idempotency/engine.js';
 import type { Lease } from '../idempotency/lease.js';
-import type { Outcome } from '../idempotency/outcome.js';
+import type { Outcome, Reply } from '../idempotency/outcome.js';
 import type { StoredRecord } from '../idempotency/record-store.js';
-import type { Payment } from '../models/payment.js';
+import { Payment } from '../models/payment.js';
 import { claimPayment, type FailureReply } from './claim.js';
 import { markNotCharged } from './mark-not-charged.js';
 import type { CreatePaymentInput } from './payment.schema.js';
 import type { PaymentDeps } from './payment-deps.js';
+import { paymentReply } from './payment-reply.js';
 import { resumePayment } from './resume.js';
 import { type Settlement, settlePayment } from './settle.js';
 import { paymentOfRecord, takeOverPayment } from './take-over.js';
@@ -18,16 +19,19 @@ import { paymentOfRecord, takeOverPayment } from './take-over.js';
  * each its own transaction or call (CONTRACT sections 3 and 5, DESIGN "Mode B"):
  * claim (Tx 1: record + payment row, or what was there instead) → charge at the gateway, outside any
  * transaction → finalise (Tx 2, fenced on the owner token). A key whose attempt was abandoned is
- * taken over, or resumed when it certainly charged nothing, and then settled query-first.
+ * taken over, or resumed when it certainly charged nothing (by any request for its order, with its
+ * own key or a new one: CONTRACT section 3), and then settled query-first.
  */
 export async function createPayment(
   deps: PaymentDeps,
   auth: Identity,
-  req: IdempotentRequest,
+  request: IdempotentRequest,
   input: CreatePaymentInput,
   failureReply: FailureReply,
   signal?: AbortSignal,
 ): Promise<Outcome> {
+  // A stored answer that cannot be read is rebuilt from the payment row (CONTRACT section 5).
+  const req: IdempotentRequest = { ...request, rebuild: rebuildAnswer };
   // Each pass ends in an answer, or looks again after losing a race (bounded: answers 202 after 4).
   for (let pass = 0; pass < 4; pass++) {
     const claim = await claimPayment(deps, req, auth, input, failureReply);
@@ -36,14 +40,16 @@ export async function createPayment(
         const settlement = await settlePayment(deps, claim.lease, claim.payment, 'charge');
         return answer(deps, req, 'executed', claim.lease, claim.payment, settlement, signal);
       }
+      case 'resumed': {
+        // Answered as a first execution would be (CONTRACT section 3); the gateway is asked first.
+        const settlement = await settlePayment(deps, claim.lease, claim.payment, 'resume');
+        return answer(deps, req, 'executed', claim.lease, claim.payment, settlement, signal);
+      }
       case 'refused':
         return { kind: 'failed_final', error: claim.error };
       case 'existing':
         // A new key for a merchantOrderNo that already has this payment: its answer, no second charge.
-        return {
-          kind: 'replayed',
-          reply: { ...claim.reply, headers: { ...claim.reply.headers, 'Idempotent-Replayed': 'true' } },
-        };
+        return replayed(claim.reply);
       case 'existing_in_flight':
         return deps.engine.inFlight(req, claim.payment.id);
       case 'limited':
@@ -76,13 +82,20 @@ async function continueAttempt(
   if (record.requestHash !== req.requestHash || !resourceId)
     return deps.engine.answerDuplicate(req, record, signal);
   let lease: Lease | undefined;
-  if (record.status === 'FAILED_RETRYABLE') lease = await resumePayment(deps, req.scopeKey);
-  else if (record.status === 'PROCESSING' && record.leaseExpired) {
+  let first: 'query' | 'resume' = 'query';
+  if (record.status === 'FAILED_RETRYABLE') {
+    const resumption = await resumePayment(deps, req.scopeKey, resourceId);
+    if (resumption.kind === 'final') return replayed(resumption.reply);
+    if (resumption.kind === 'in_flight') return deps.engine.inFlight(req, resourceId);
+    if (resumption.kind === 'moved') return undefined;
+    lease = resumption.lease;
+    first = 'resume';
+  } else if (record.status === 'PROCESSING' && record.leaseExpired) {
     lease = await takeOverPayment(deps, req.scopeKey, record.ownerToken);
   } else return deps.engine.answerDuplicate(req, record, signal);
   if (!lease) return undefined;
   const payment = await paymentOfRecord(resourceId);
-  const settlement = await settlePayment(deps, lease, payment, 'query');
+  const settlement = await settlePayment(deps, lease, payment, first);
   return answer(deps, req, 'lease_takeover', lease, payment, settlement, signal);
 }
 
@@ -100,21 +113,42 @@ async function answer(
     case 'final':
       return { kind, reply: settlement.reply };
     case 'not_charged': {
-      await markNotCharged(deps, lease);
+      // Fenced off meanwhile: whoever took over owns the outcome, answer from the record.
+      if (!(await markNotCharged(deps, lease, payment))) return answerFromRecord(deps, req, payment, signal);
       const error = new ServiceUnavailable(
         'Payment gateway unavailable; retry with the same Idempotency-Key',
         1,
       );
       return { kind: 'failed_retryable', error };
     }
-    case 'fenced': {
-      // Whoever fenced us off owns the outcome: answer from the record as it stands.
-      const current = await deps.engine.current(req.scopeKey);
-      return current
-        ? deps.engine.answerDuplicate(req, current, signal)
-        : deps.engine.inFlight(req, payment.id);
-    }
+    case 'fenced':
+      return answerFromRecord(deps, req, payment, signal);
     case 'pending':
       return deps.engine.inFlight(req, payment.id);
   }
+}
+
+/** Whoever fenced us off owns the outcome: answer from the record as it stands. */
+async function answerFromRecord(
+  deps: PaymentDeps,
+  req: IdempotentRequest,
+  payment: Payment,
+  signal?: AbortSignal,
+): Promise<Outcome> {
+  const current = await deps.engine.current(req.scopeKey);
+  return current ? deps.engine.answerDuplicate(req, current, signal) : deps.engine.inFlight(req, payment.id);
+}
+
+/** The answer of a payment as its row tells it: final → 201; still PROCESSING → none (202 follows). */
+async function rebuildAnswer(paymentId: string): Promise<Reply | undefined> {
+  const payment = await Payment.findByPk(paymentId);
+  return payment && payment.status !== 'PROCESSING' ? paymentReply(payment) : undefined;
+}
+
+/** An answer given before, to this key or another: marked as a replay. */
+function replayed(reply: Reply): Outcome {
+  return {
+    kind: 'replayed',
+    reply: { ...reply, headers: { ...reply.headers, 'Idempotent-Replayed': 'true' } },
+  };
 }

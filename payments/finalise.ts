@@ -28,6 +28,7 @@ export async function finalisePayment(
         status: succeeded ? 'SUCCEEDED' : 'FAILED',
         failureReason: succeeded ? null : 'DECLINED',
         chargeId: charge.chargeId,
+        resumableSince: null,
       });
       await payment.save({ transaction: t });
       if (succeeded)

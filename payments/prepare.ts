@@ -55,7 +55,8 @@ export async function preparePayment(
       merchantId: auth.tenantId,
       merchantOrderNo: input.merchantOrderNo,
       orderId: String(order.id),
-      userId: auth.userId,
+      // The order's owner, also when an admin pays it: the payment is theirs to read (CONTRACT section 3).
+      userId: String(order.userId),
       amount: input.amount,
       currency: input.currency,
       description: input.description ?? null,

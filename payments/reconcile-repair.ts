@@ -13,8 +13,9 @@ import { queryCharge } from './query.js';
 import { takeOverPayment } from './take-over.js';
 
 /** reported: left as found; repaired: fixed now; in-flight: a live executor owns it (transient);
- * failed: a repair was attempted and did not complete (the next run tries again). */
-export type RepairOutcome = 'reported' | 'repaired' | 'in-flight' | 'failed';
+ * failed: a repair was attempted and did not complete (the next run tries again); waiting: a
+ * resumable payment younger than the operator's limit, waiting for its client (not a fault yet). */
+export type RepairOutcome = 'reported' | 'repaired' | 'in-flight' | 'failed' | 'waiting';
 
 export interface RepairResult {
   outcome: RepairOutcome;
@@ -49,6 +50,11 @@ function openRecords(sequelize: Sequelize, paymentId: string): Promise<OpenRecor
      FROM idempotency_records WHERE resource_id = $1 AND status IN ('PROCESSING', 'FAILED_RETRYABLE')`,
     { bind: [paymentId], type: QueryTypes.SELECT },
   );
+}
+
+/** True while an executor holds a live lease on the payment: reconcile then leaves it alone. */
+export async function underLiveLease(sequelize: Sequelize, paymentId: string): Promise<boolean> {
+  return (await openRecords(sequelize, paymentId)).some((r) => r.live);
 }
 
 /** PROCESSING locally, charged at the gateway: finish it as the service would have. */
@@ -138,11 +144,16 @@ async function finaliseWithoutRecord(
     : { outcome: 'in-flight', note: `skipped: the payment became ${payment.status} meanwhile` };
 }
 
-/** SUCCEEDED charges to undo: all but the one the payment recorded (or the first), minus refunded ones. */
+/**
+ * SUCCEEDED charges to undo. Only charges that still stand count: the one kept is the charge the
+ * payment records when it stands, else the first one that stands, never one already refunded (which
+ * would leave a SUCCEEDED payment without money). Everything else that stands is an extra; a second
+ * run finds the extras refunded and has nothing to do.
+ */
 export function extraCharges(payment: Payment, charges: Charge[], refunded: Set<string>): Charge[] {
-  const succeeded = charges.filter((c) => c.status === 'SUCCEEDED');
-  const keep = succeeded.find((c) => c.chargeId === payment.chargeId) ?? succeeded[0];
-  return succeeded.filter((c) => c !== keep && !refunded.has(c.chargeId));
+  const standing = charges.filter((c) => c.status === 'SUCCEEDED' && !refunded.has(c.chargeId));
+  const keep = standing.find((c) => c.chargeId === payment.chargeId) ?? standing[0];
+  return standing.filter((c) => c !== keep);
 }
 
 /** A paymentNo charged more than once: refund the extras (idempotent per chargeId, so a retry is safe). */

@@ -18,6 +18,7 @@ import {
   type RepairOutcome,
   type RepairResult,
   refundExtras,
+  underLiveLease,
 } from './reconcile-repair.js';
 import { type GatewayView, ledgerView, QUERY_NOTICE, queryView } from './reconcile-view.js';
 
@@ -28,6 +29,7 @@ export type MismatchKind =
   | 'charged-more-than-once'
   | 'amount-mismatch'
   | 'charge-without-payment'
+  | 'resumable'
   | 'unverifiable';
 
 export interface ReconcileEntry {
@@ -67,6 +69,11 @@ export interface ReconcileOptions {
   since?: Date;
   /** Only this merchant's payments; charges of unknown paymentNos cannot be attributed and are skipped. */
   merchantId?: string;
+  /**
+   * A resumable payment (its last attempt certainly charged nothing, waiting for its client to ask
+   * again) older than this many seconds counts as unresolved: the exit code says so. Default 3600.
+   */
+  resumableMaxAgeSeconds?: number;
 }
 
 export async function reconcile(deps: ReconcileDeps, opts: ReconcileOptions): Promise<ReconcileReport> {
@@ -136,6 +143,15 @@ async function checkPayment(
       !view.refunded.has(c.chargeId) && (amount(c.amount) !== amount(p.amount) || c.currency !== p.currency),
   );
   const report: RepairResult = { outcome: 'reported', note: 'never repaired automatically' };
+  if (p.status === 'PROCESSING' && p.resumableSince && live.length === 0) {
+    // Listed, never charged here: its client was told nothing was charged (CONTRACT section 3).
+    const ageSeconds = Math.floor((Date.now() - p.resumableSince.getTime()) / 1000);
+    const limit = opts.resumableMaxAgeSeconds ?? 3600;
+    add('resumable', [], `resumable for ${ageSeconds} s: the next POST /payments for its order executes it`, {
+      outcome: ageSeconds > limit ? 'reported' : 'waiting',
+      note: ageSeconds > limit ? `older than ${limit} s: its client has not come back` : '',
+    });
+  }
   if (wrongAmount.length > 0) {
     const seen = wrongAmount.map((c) => `${c.amount} ${c.currency}`).join(', ');
     add('amount-mismatch', wrongAmount, `payment ${amount(p.amount)} ${p.currency}, charged ${seen}`, report);
@@ -155,9 +171,15 @@ async function checkPayment(
   }
   if (p.status === 'FAILED' && live.length > 0)
     add('failed-but-charged', live, 'FAILED locally but a charge stands', report);
-  // After any finalisation above, so that the charge just recorded is the one kept.
+  // After any finalisation above, so that the charge just recorded is the one kept. Never while an
+  // executor holds a live lease: it may be about to record a charge this run would call an extra.
   const extras = extraCharges(p, charges, view.refunded);
-  if (extras.length > 0) {
+  if (extras.length > 0 && (await underLiveLease(deps.sequelize, p.id))) {
+    add('charged-more-than-once', extras, `${charges.length} charges for one paymentNo`, {
+      outcome: 'in-flight',
+      note: 'in-flight, skipped: an executor holds a live lease',
+    });
+  } else if (extras.length > 0) {
     const result = await refundExtras(deps.gateway, p, extras, opts.repair);
     add('charged-more-than-once', extras, `${charges.length} charges for one paymentNo`, result);
   }

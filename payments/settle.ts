@@ -19,18 +19,21 @@ export type Settlement =
 /**
  * The gateway part of a payment under a lease. `first: 'query'` when continuing someone else's
  * attempt: a lease alone does not prove that their call failed, so the gateway is asked before any
- * charge (query-before-charge). Shared by requests, the background recoverer and nothing else:
- * reconcile only ever queries.
+ * charge (query-before-charge). `first: 'resume'` for a resumable payment (every earlier attempt
+ * certainly charged nothing): asked first too, and when the gateway cannot answer nothing has been
+ * sent in this attempt either, so it stays not charged (503 again, still resumable). Shared by
+ * requests, the background recoverer and nothing else: reconcile only ever queries.
  */
 export async function settlePayment(
   deps: PaymentDeps,
   lease: Lease,
   payment: Payment,
-  first: 'charge' | 'query',
+  first: 'charge' | 'query' | 'resume',
 ): Promise<Settlement> {
-  if (first === 'query') {
+  if (first !== 'charge') {
     const found = await queryCharge(deps, payment);
     if (found.kind === 'found') return finalisePayment(deps, lease, payment, found.charge);
+    if (found.kind === 'unavailable' && first === 'resume') return { kind: 'not_charged' };
     if (found.kind === 'unavailable') {
       // Cannot tell whether it was charged: never charge blind. Free the lease for the next try.
       await deps.engine.leases.release(lease);

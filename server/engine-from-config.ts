@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import type { Sequelize } from 'sequelize';
 import type { Config } from '../core/config.js';
 import { IdempotencyEngine } from '../idempotency/engine.js';
@@ -12,8 +13,11 @@ export function createEngine(
   sequelize: Sequelize,
   config: Config,
   placeholder?: Placeholder,
+  logger?: Logger,
 ): IdempotencyEngine {
   const settings = {
+    onUnreadable: (scopeKey: string, err: unknown) =>
+      logger?.error({ scopeKey, err: String(err) }, 'stored idempotent answer cannot be read'),
     waitMs: config.IDEMPOTENCY_WAIT_MS,
     leaseMs: config.IDEMPOTENCY_LEASE_MS,
     maxInFlight: config.IDEMPOTENCY_MAX_IN_FLIGHT,

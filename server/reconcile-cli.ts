@@ -1,7 +1,7 @@
-// `npm run reconcile [-- --repair] [--json] [--merchant <tenant id>] [--since <ISO date>]`
+// `npm run reconcile [-- --repair] [--json] [--merchant <tenant id>] [--since <ISO date>] [--resumable-max-age <seconds>]`
 // Compares local payments with the gateway's records (payments/reconcile.ts) and prints the mismatches.
 // Exit codes: 0 clean (or everything repaired), 1 mismatches remain unrepaired (a SUCCEEDED payment
-// without a charge always counts), 2 usage, configuration, database or gateway unavailable.
+// without a charge always counts, and so does a resumable payment older than --resumable-max-age), 2 usage, configuration, database or gateway unavailable.
 import pino from 'pino';
 import { z } from 'zod';
 import { type Config, ConfigError, loadConfig } from '../core/config.js';
@@ -13,13 +13,15 @@ import { exitCodeFor, type ReconcileReport, reconcile } from '../payments/reconc
 import { readCliArgs } from './cli-args.js';
 import { createEngine } from './engine-from-config.js';
 
-const USAGE = 'usage: npm run reconcile [-- --repair] [--json] [--merchant <tenant id>] [--since <ISO date>]';
+const USAGE =
+  'usage: npm run reconcile [-- --repair] [--json] [--merchant <tenant id>] [--since <ISO date>] [--resumable-max-age <seconds>]';
 
 const argsSchema = z.object({
   repair: z.boolean().default(false),
   json: z.boolean().default(false),
   help: z.boolean().default(false),
   merchant: z.string().min(1, 'must not be empty').optional(),
+  'resumable-max-age': z.coerce.number().int('must be a whole number of seconds').min(0).default(3600),
   since: z
     .string()
     .transform((text, ctx) => {
@@ -43,6 +45,7 @@ function parse() {
       json: { type: 'boolean' },
       merchant: { type: 'string' },
       since: { type: 'string' },
+      'resumable-max-age': { type: 'string' },
       help: { type: 'boolean' },
     },
     argsSchema,
@@ -112,7 +115,12 @@ async function main(): Promise<number> {
     const engine = createEngine(db.sequelize, config);
     const report = await reconcile(
       { sequelize: db.sequelize, gateway, engine, logger },
-      { repair: args.repair, since: args.since, merchantId: args.merchant },
+      {
+        repair: args.repair,
+        since: args.since,
+        merchantId: args.merchant,
+        resumableMaxAgeSeconds: args['resumable-max-age'],
+      },
     );
     if (args.json) console.log(JSON.stringify(report, null, 2));
     else printTable(report);

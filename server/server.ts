@@ -42,7 +42,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
 
   const placeholder = config.REDIS_URL ? new Placeholder(config.REDIS_URL, 30000, logger) : undefined;
   const metrics = new Metrics();
-  const idempotency = createEngine(db.sequelize, config, placeholder);
+  const idempotency = createEngine(db.sequelize, config, placeholder, logger);
   // No PAYMENT_GATEWAY_URL: the bundled simulator, in this process, on a loopback port of its own.
   let simulator: GatewaySimulator | undefined;
   let gatewayUrl = config.PAYMENT_GATEWAY_URL;
@@ -75,7 +75,9 @@ export async function startServer(config: Config): Promise<RunningServer> {
     }),
     every('payment-recoverer', config.RECOVERER_INTERVAL_MS, logger, async () => {
       try {
-        const taken = await recoverExpiredPayments(payments);
+        const taken = await recoverExpiredPayments(payments, 20, (scopeKey, err) =>
+          logger.error({ err, scopeKey }, 'payment recovery failed; retried next round'),
+        );
         metrics.recovererRuns.inc({ result: 'ok' });
         metrics.recovererTakeovers.inc(taken);
         if (taken > 0) {
