@@ -1,0 +1,32 @@
+import { spawn } from 'node:child_process';
+import { TEST_ENV } from './server.js';
+
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** `npm run reconcile -- <args>` as a real process on the given database and gateway. */
+export function reconcileCli(databaseUrl: string, gatewayUrl: string, args: string[]): Promise<CliRun> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'server/reconcile-cli.ts', ...args], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      ...TEST_ENV,
+      LOG_LEVEL: 'silent',
+      DATABASE_URL: databaseUrl,
+      PAYMENT_GATEWAY_URL: gatewayUrl,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+}
