@@ -91,7 +91,7 @@ describe('stored idempotency responses: encrypted, no secrets', () => {
     expect(storedOf('users.create', 409).b).to.deep.equal(clash.body);
   });
 
-  it("when a stored body is moved onto another record, then the replay refuses it and never answers with the other request's result", async () => {
+  it("when a stored body is moved onto another record, then the replay refuses it with 409 40903 (not 500), never answers with the other request's result and never executes again", async () => {
     const tenant = uniqueTenant();
     const user = '850000001';
     const [ka, kb] = [idempotencyKey(), idempotencyKey()];
@@ -117,10 +117,43 @@ describe('stored idempotency responses: encrypted, no secrets', () => {
       headers: { ...bearer(tenant, user), 'Idempotency-Key': kb },
       body: { merchantOrderNo: 'mo-b', amount: 2 },
     });
-    expect(replay.status).to.equal(500);
-    expect(replay.body).to.deep.equal({ code: 500, message: 'Internal server error', data: null });
+    expect(replay.status).to.equal(409);
+    expect(replay.body.code).to.equal(40903);
+    expect(replay.body.message).to.match(/cannot be read/);
     expect(JSON.stringify(replay.body)).to.not.include('mo-a');
     expect(replay.headers.get('idempotent-replayed')).to.equal(null);
     expect(await ordersOf(tenant)).to.have.length(2);
+  });
+
+  it('when the stored answer of a payment cannot be read, then the replay is rebuilt from the payment row: 201, the same payment, no second charge', async () => {
+    const tenant = uniqueTenant();
+    const user = '850000002';
+    const auth = bearer(tenant, user);
+    const order = await createOrderVia({
+      transport: 'rest',
+      headers: { ...auth, 'Idempotency-Key': idempotencyKey() },
+      body: { merchantOrderNo: 'mo-pay', amount: 3 },
+    });
+    expect(order.status).to.equal(201);
+    const key = idempotencyKey();
+    const body = { merchantOrderNo: 'mo-pay', amount: '3.00' };
+    const first = await http('POST', '/api/v1/payments', {
+      headers: { ...auth, 'Idempotency-Key': key },
+      body,
+    });
+    expect(first.status, first.text).to.equal(201);
+    await sql(`UPDATE idempotency_records SET response_body = 'v1:damaged' WHERE scope_key = $1`, [
+      `${tenant}:${user}:payments.create:${key}`,
+    ]);
+    const replay = await http('POST', '/api/v1/payments', {
+      headers: { ...auth, 'Idempotency-Key': key },
+      body,
+    });
+    expect(replay.status, replay.text).to.equal(201);
+    expect(replay.headers.get('idempotent-replayed')).to.equal('true');
+    expect(replay.headers.get('location')).to.equal(first.headers.get('location'));
+    expect(replay.body).to.deep.equal(first.body);
+    const payments = await sql('SELECT id FROM payments WHERE merchant_id = $1', [tenant]);
+    expect(payments).to.have.length(1);
   });
 });
