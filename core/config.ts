@@ -29,12 +29,17 @@ const schema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,16}$/)
     .default('k1'),
-  // Keys that still decrypt older stored responses after a rotation: "id:base64,id:base64".
+  // Keys that still decrypt older stored responses after a rotation: "id:base64,id:base64", each
+  // exactly 32 bytes (AES-256): a wrong length would only show when an old record is replayed.
   RESPONSE_ENCRYPTION_PREVIOUS_KEYS: z
     .string()
     .regex(
       /^([A-Za-z0-9_-]{1,16}:[A-Za-z0-9+/=]{40,64})(,[A-Za-z0-9_-]{1,16}:[A-Za-z0-9+/=]{40,64})*$/,
       'must be id:base64 pairs',
+    )
+    .refine(
+      (v) => v.split(',').every((pair) => Buffer.from(pair.split(':')[1], 'base64').length === 32),
+      'every key must be 32 bytes, base64-encoded',
     )
     .optional(),
   REDIS_URL: z
@@ -42,7 +47,8 @@ const schema = z.object({
     .regex(/^rediss?:\/\//, 'must be a redis:// URL')
     .optional(),
   PAYMENT_GATEWAY_URL: z.url().optional(),
-  GATEWAY_TIMEOUT_MS: int(5000, 50, 600000),
+  // Unset: derived from the lease (see loadConfig), so that any allowed lease starts.
+  GATEWAY_TIMEOUT_MS: z.coerce.number().int().min(10).max(600000).optional(),
   IDEMPOTENCY_WAIT_MS: int(1000, 0, 60000),
   IDEMPOTENCY_LEASE_MS: int(30000, 100, 3600000),
   IDEMPOTENCY_TTL_HOURS: z.coerce
@@ -66,7 +72,11 @@ const schema = z.object({
 });
 
 type Raw = z.infer<typeof schema>;
-export type Config = Omit<Raw, 'JWT_SECRET' | 'IDEMPOTENCY_HMAC_KEY' | 'RESPONSE_ENCRYPTION_KEY'> & {
+export type Config = Omit<
+  Raw,
+  'JWT_SECRET' | 'IDEMPOTENCY_HMAC_KEY' | 'RESPONSE_ENCRYPTION_KEY' | 'GATEWAY_TIMEOUT_MS'
+> & {
+  GATEWAY_TIMEOUT_MS: number;
   JWT_SECRET: string;
   IDEMPOTENCY_HMAC_KEY: string;
   RESPONSE_ENCRYPTION_KEY: Buffer;
@@ -76,40 +86,63 @@ export type Config = Omit<Raw, 'JWT_SECRET' | 'IDEMPOTENCY_HMAC_KEY' | 'RESPONSE
 
 export class ConfigError extends Error {}
 
-/** Parses the environment once; throws ConfigError with one line naming the variable. */
+/**
+ * One executor's worst case must fit inside its lease, or a takeover could start while it still
+ * works: a charge that times out, the query that follows it (each GATEWAY_TIMEOUT_MS), then Tx 2.
+ * Two gateway time-outs may use at most this share of the lease; the rest is left for Tx 2 and for
+ * the clocks of the instances.
+ */
+const GATEWAY_SHARE_OF_LEASE = 3 / 4;
+
+/** The gateway time-out that follows from a lease: at most 5 s, and small enough to fit twice. */
+export const derivedGatewayTimeout = (leaseMs: number) =>
+  Math.max(10, Math.min(5000, Math.floor((leaseMs * GATEWAY_SHARE_OF_LEASE) / 2)));
+
+/**
+ * Parses the environment once; throws ConfigError with one line naming every invalid or missing
+ * variable (CONTRACT section 8).
+ */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const parsed = schema.safeParse(cleaned);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ConfigError(`Invalid configuration: ${issue.path.join('.')}: ${issue.message}`);
-  }
-  const raw = parsed.data;
+  const problems: string[] = parsed.success
+    ? []
+    : parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+  // The rules below read the parsed values; an invalid value was named above already.
+  const raw: Partial<Raw> = parsed.success ? parsed.data : {};
+  const production = cleaned.NODE_ENV === 'production';
   const devDefaults: string[] = [];
   const secret = (name: 'JWT_SECRET' | 'IDEMPOTENCY_HMAC_KEY' | 'RESPONSE_ENCRYPTION_KEY', dev: string) => {
-    const value = raw[name];
+    const value = raw[name] ?? cleaned[name];
     if (value) return value;
-    if (raw.NODE_ENV === 'production') {
-      throw new ConfigError(`Invalid configuration: ${name}: required when NODE_ENV=production`);
-    }
-    devDefaults.push(name);
+    if (production) problems.push(`${name}: required when NODE_ENV=production`);
+    else devDefaults.push(name);
     return dev;
   };
-  if (raw.PAYMENT_GATEWAY_URL === undefined && raw.NODE_ENV === 'production') {
+  const jwt = secret('JWT_SECRET', DEV_JWT_SECRET);
+  const hmac = secret('IDEMPOTENCY_HMAC_KEY', DEV_HMAC_KEY);
+  const responseKey = secret('RESPONSE_ENCRYPTION_KEY', DEV_RESPONSE_KEY);
+  if (production && !cleaned.PAYMENT_GATEWAY_URL) {
     // The bundled simulator never charges real money; running it in production is a mistake.
-    throw new ConfigError('Invalid configuration: PAYMENT_GATEWAY_URL: required when NODE_ENV=production');
+    problems.push('PAYMENT_GATEWAY_URL: required when NODE_ENV=production');
   }
-  if (raw.GATEWAY_TIMEOUT_MS >= raw.IDEMPOTENCY_LEASE_MS) {
-    // A gateway call that may outlive its lease could finish after another executor took over.
-    throw new ConfigError(
-      'Invalid configuration: GATEWAY_TIMEOUT_MS: must be shorter than IDEMPOTENCY_LEASE_MS',
+  const lease = raw.IDEMPOTENCY_LEASE_MS ?? 30000;
+  const gatewayTimeout = raw.GATEWAY_TIMEOUT_MS ?? derivedGatewayTimeout(lease);
+  // Unset, it is derived to fit; set explicitly, it must fit too.
+  if (raw.GATEWAY_TIMEOUT_MS !== undefined && 2 * gatewayTimeout > lease * GATEWAY_SHARE_OF_LEASE) {
+    problems.push(
+      `GATEWAY_TIMEOUT_MS: ${gatewayTimeout} ms twice (charge, then query) must fit in 3/4 of IDEMPOTENCY_LEASE_MS (${lease} ms): at most ${Math.floor((lease * GATEWAY_SHARE_OF_LEASE) / 2)}, or leave it unset to derive it`,
     );
   }
+  if (problems.length > 0 || !parsed.success) {
+    throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
+  }
   return {
-    ...raw,
-    JWT_SECRET: secret('JWT_SECRET', DEV_JWT_SECRET),
-    IDEMPOTENCY_HMAC_KEY: secret('IDEMPOTENCY_HMAC_KEY', DEV_HMAC_KEY),
-    RESPONSE_ENCRYPTION_KEY: Buffer.from(secret('RESPONSE_ENCRYPTION_KEY', DEV_RESPONSE_KEY), 'base64'),
+    ...parsed.data,
+    GATEWAY_TIMEOUT_MS: gatewayTimeout,
+    JWT_SECRET: jwt,
+    IDEMPOTENCY_HMAC_KEY: hmac,
+    RESPONSE_ENCRYPTION_KEY: Buffer.from(responseKey, 'base64'),
     devDefaults,
   };
 }

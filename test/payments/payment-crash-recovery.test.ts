@@ -12,8 +12,9 @@ import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 
 // The gateway holds its answer for LATENCY_MS after recording the charge; the service waits up to
 // GATEWAY_TIMEOUT_MS, so an instance killed right after the charge landed dies mid-call.
-const LATENCY_MS = 1500;
-const ENV = { IDEMPOTENCY_LEASE_MS: '2500', GATEWAY_TIMEOUT_MS: '2000' };
+const LATENCY_MS = 700;
+// Two gateway time-outs fit in 3/4 of the lease (CONTRACT section 8: one executor's worst case fits).
+const ENV = { IDEMPOTENCY_LEASE_MS: '2500', GATEWAY_TIMEOUT_MS: '900' };
 // The suite's instances never run the recoverer (interval of an hour), so that a takeover is
 // certainly the client's retry; one test starts an instance with the recoverer on for itself.
 const RECOVERER_OFF = { ...ENV, RECOVERER_INTERVAL_MS: '3600000' };

@@ -24,8 +24,8 @@ describe('payments: races over several instances, and the in-flight cap', functi
     // Gateway answers slower than the racers' time-out, yet within this one's: its calls hang, then finish.
     const cappedEnv = shortLeaseEnv(db.url, slot.url, {
       IDEMPOTENCY_MAX_IN_FLIGHT: '2',
-      IDEMPOTENCY_LEASE_MS: '4000',
-      GATEWAY_TIMEOUT_MS: '3000',
+      IDEMPOTENCY_LEASE_MS: '6000',
+      GATEWAY_TIMEOUT_MS: '2200',
     });
     const first = await startInstance(racerEnv); // applies the migrations alone
     const others = await Promise.all([

@@ -1,0 +1,86 @@
+// Regression tests of issue 10, defect 8 (each failed before the change): IDEMPOTENCY_LEASE_MS=2000
+// alone was refused (GATEWAY_TIMEOUT_MS defaulted to 5000); only the first invalid variable was
+// named; previous response keys of 30–48 bytes were accepted for AES-256.
+import { spawn } from 'node:child_process';
+import { expect } from 'chai';
+import { ConfigError, derivedGatewayTimeout, loadConfig } from '../../core/config.js';
+
+const key32 = Buffer.alloc(32, 1).toString('base64');
+const key30 = Buffer.alloc(30, 1).toString('base64');
+
+function refusal(env: Record<string, string>): string {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).to.be.instanceOf(ConfigError);
+    return (err as Error).message;
+  }
+  throw new Error('the configuration was accepted');
+}
+
+describe('configuration (CONTRACT section 8)', () => {
+  it('when IDEMPOTENCY_LEASE_MS=2000 is set alone, then it starts with a gateway time-out derived to fit twice in 3/4 of the lease', () => {
+    const config = loadConfig({ IDEMPOTENCY_LEASE_MS: '2000' });
+    expect(config.GATEWAY_TIMEOUT_MS).to.equal(750);
+    expect(2 * config.GATEWAY_TIMEOUT_MS).to.be.at.most(2000 * 0.75);
+  });
+
+  it('when nothing is set, then the gateway time-out is 5 s (the lease of 30 s has room for it)', () => {
+    expect(loadConfig({}).GATEWAY_TIMEOUT_MS).to.equal(5000);
+  });
+
+  it('when every lease the table allows is set alone, then each starts', () => {
+    for (const lease of [100, 101, 999, 2000, 13333, 30000, 3600000]) {
+      const config = loadConfig({ IDEMPOTENCY_LEASE_MS: String(lease) });
+      expect(config.GATEWAY_TIMEOUT_MS).to.equal(derivedGatewayTimeout(lease));
+      expect(2 * config.GATEWAY_TIMEOUT_MS, `lease ${lease}`).to.be.at.most(lease * 0.75);
+    }
+  });
+
+  it('when an explicit gateway time-out does not fit in the lease, then the message names both variables', () => {
+    const message = refusal({ IDEMPOTENCY_LEASE_MS: '2000', GATEWAY_TIMEOUT_MS: '1000' });
+    expect(message).to.match(/GATEWAY_TIMEOUT_MS/);
+    expect(message).to.match(/IDEMPOTENCY_LEASE_MS/);
+  });
+
+  it('when NODE_ENV=production comes without JWT_SECRET and PAYMENT_GATEWAY_URL, then one message names both (and every other missing secret)', () => {
+    const message = refusal({ NODE_ENV: 'production' });
+    for (const name of [
+      'JWT_SECRET',
+      'PAYMENT_GATEWAY_URL',
+      'IDEMPOTENCY_HMAC_KEY',
+      'RESPONSE_ENCRYPTION_KEY',
+    ])
+      expect(message).to.include(`${name}:`);
+  });
+
+  it('when several variables are invalid, then every one is named in one line', () => {
+    const message = refusal({ PORT: 'eighty', IDEMPOTENCY_WAIT_MS: '-1', LOG_LEVEL: 'loud' });
+    expect(message.split('\n')).to.have.length(1);
+    for (const name of ['PORT:', 'IDEMPOTENCY_WAIT_MS:', 'LOG_LEVEL:']) expect(message).to.include(name);
+  });
+
+  it('when a previous response key is not 32 bytes, then start is refused naming RESPONSE_ENCRYPTION_PREVIOUS_KEYS', () => {
+    expect(refusal({ RESPONSE_ENCRYPTION_PREVIOUS_KEYS: `k0:${key30}` })).to.include(
+      'RESPONSE_ENCRYPTION_PREVIOUS_KEYS:',
+    );
+    expect(
+      loadConfig({ RESPONSE_ENCRYPTION_PREVIOUS_KEYS: `k0:${key32}` }).RESPONSE_ENCRYPTION_PREVIOUS_KEYS,
+    ).to.equal(`k0:${key32}`);
+  });
+
+  it('when the server process starts with an invalid configuration, then it exits 1 with one line naming every variable', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+      env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production', LOG_LEVEL: 'silent' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    const code = await new Promise((resolve) => child.once('close', resolve));
+    expect(code).to.equal(1);
+    expect(stderr.trim().split('\n')).to.have.length(1);
+    expect(stderr).to.include('JWT_SECRET:').and.include('PAYMENT_GATEWAY_URL:');
+  });
+});
