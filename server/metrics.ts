@@ -1,4 +1,10 @@
-import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/** What the protocol gauges read from the database at each scrape (shared by every instance). */
+export interface ProtocolReadings {
+  oldestProcessingAgeSeconds(): Promise<number>;
+  resumablePayments(): Promise<{ count: number; oldestAgeSeconds: number }>;
+}
 
 /** Prometheus metrics of one instance (a registry of its own, so tests can run several apps). */
 export class Metrics {
@@ -41,5 +47,58 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /**
+   * The gauges an operator watches for the protocol, read at scrape time (the database is the one
+   * truth across instances): age of the oldest PROCESSING record, resumable payments waiting for
+   * their client and the age of the oldest. Takeovers and replays are counters above
+   * (idempotency_outcomes_total by outcome, payment_recoverer_takeovers_total).
+   */
+  watchProtocol(readings: ProtocolReadings): void {
+    new Gauge({
+      name: 'idempotency_oldest_processing_age_seconds',
+      help: 'Age of the oldest committed PROCESSING idempotency record (0 when none)',
+      registers: [this.registry],
+      async collect() {
+        // A scrape while the database is away keeps the last value (the scrape itself must answer).
+        await readings.oldestProcessingAgeSeconds().then(
+          (v) => this.set(v),
+          () => {},
+        );
+      },
+    });
+    let resumable: Promise<{ count: number; oldestAgeSeconds: number }> | undefined;
+    // One query per scrape for both resumable gauges.
+    const readResumable = () => {
+      resumable ??= readings.resumablePayments().finally(() => {
+        setImmediate(() => {
+          resumable = undefined;
+        });
+      });
+      return resumable;
+    };
+    new Gauge({
+      name: 'payments_resumable',
+      help: 'Payments whose last attempt certainly charged nothing, waiting for their client to ask again',
+      registers: [this.registry],
+      async collect() {
+        await readResumable().then(
+          (r) => this.set(r.count),
+          () => {},
+        );
+      },
+    });
+    new Gauge({
+      name: 'payments_resumable_oldest_age_seconds',
+      help: 'Seconds since the oldest resumable payment became resumable (0 when none)',
+      registers: [this.registry],
+      async collect() {
+        await readResumable().then(
+          (r) => this.set(r.oldestAgeSeconds),
+          () => {},
+        );
+      },
+    });
   }
 }

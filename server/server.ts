@@ -8,9 +8,11 @@ import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
 import { Placeholder } from '../idempotency/placeholder.js';
 import { purgeExpired } from '../idempotency/purge-expired.js';
+import { oldestProcessingAgeSeconds } from '../idempotency/readings.js';
 import { initModels } from '../models/index.js';
 import { migrate } from '../models/migrate.js';
 import type { PaymentDeps } from '../payments/payment-deps.js';
+import { resumablePayments } from '../payments/readings.js';
 import { PAYMENT_OPERATION, recoverExpiredPayments } from '../payments/recoverer.js';
 import type { Services } from '../routers/context.js';
 import { createApp } from './app.js';
@@ -42,6 +44,10 @@ export async function startServer(config: Config): Promise<RunningServer> {
 
   const placeholder = config.REDIS_URL ? new Placeholder(config.REDIS_URL, 30000, logger) : undefined;
   const metrics = new Metrics();
+  metrics.watchProtocol({
+    oldestProcessingAgeSeconds: () => oldestProcessingAgeSeconds(db.sequelize),
+    resumablePayments: () => resumablePayments(db.sequelize),
+  });
   const idempotency = createEngine(db.sequelize, config, placeholder, logger);
   // No PAYMENT_GATEWAY_URL: the bundled simulator, in this process, on a loopback port of its own.
   let simulator: GatewaySimulator | undefined;

@@ -88,6 +88,16 @@ describe('payments: resumable after "not charged" (CONTRACT section 3), owned by
     await assertPaymentInvariants(db.sequelize, () => slot.ledger(), tenant, { exclusiveLedger: false });
   });
 
+  it('when a payment is resumable, then /metrics counts it (payments_resumable) with the age of the oldest', async () => {
+    const { auth, body } = await setup();
+    await notCharged(auth, body);
+    const text = await (await fetch(`${base}/metrics`)).text();
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+    expect(value('payments_resumable')).to.be.at.least(1);
+    expect(value('payments_resumable_oldest_age_seconds')).to.be.at.least(0);
+    expect(value('idempotency_oldest_processing_age_seconds')).to.be.at.least(0);
+  });
+
   it("when the original key's record was purged, then the same key resumes the payment instead of 202 for ever", async () => {
     const { tenant, auth, body } = await setup();
     const key = await notCharged(auth, body);
