@@ -1,0 +1,495 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { signToken } from '../../routers/auth/jwt.js';
+import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
+import { type Instance, startInstance } from '../support/processes.js';
+import { TEST_ENV } from '../support/server.js';
+import { type CheckResult, check } from './checker.js';
+import type {
+  Answer,
+  FaultEvent,
+  FinalState,
+  HistoryEvent,
+  Limits,
+  Operation,
+  RequestEvent,
+  Transport,
+} from './history.js';
+
+/** A small seeded generator (mulberry32): the same seed gives the same schedule and the same choices. */
+export function random(seed: number) {
+  let s = seed >>> 0;
+  const next = () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return {
+    next,
+    int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)),
+    pick: <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)],
+    chance: (p: number) => next() < p,
+  };
+}
+export type Random = ReturnType<typeof random>;
+
+export interface ChaosOptions {
+  seed: number;
+  /** How long faults are injected; clients then finish and the checker runs. */
+  durationMs: number;
+  /** A database of its own (the instances apply the migrations). */
+  databaseUrl: string;
+  instances?: number;
+  clients?: number;
+  /** Fault kinds to leave out (e.g. on a machine too slow for stops). */
+  without?: ReadonlyArray<FaultEvent['kind']>;
+  log?: (line: string) => void;
+}
+
+export interface ChaosReport {
+  seed: number;
+  requests: number;
+  answers: Record<string, number>;
+  faults: Record<string, number>;
+  result: CheckResult;
+  /** The fault schedule as drawn from the seed (what was planned, in order). */
+  schedule: string[];
+}
+
+const LIMITS: Limits = {
+  waitMs: 300,
+  leaseMs: 1500,
+  gatewayTimeoutMs: 500,
+  recovererIntervalMs: 200,
+  maxInFlight: 4,
+  slackMs: 1500,
+};
+
+const INSTANCE_ENV = (databaseUrl: string, gatewayUrl: string): Record<string, string> => ({
+  DATABASE_URL: databaseUrl,
+  PAYMENT_GATEWAY_URL: gatewayUrl,
+  IDEMPOTENCY_WAIT_MS: String(LIMITS.waitMs),
+  IDEMPOTENCY_LEASE_MS: String(LIMITS.leaseMs),
+  GATEWAY_TIMEOUT_MS: String(LIMITS.gatewayTimeoutMs),
+  RECOVERER_INTERVAL_MS: String(LIMITS.recovererIntervalMs),
+  IDEMPOTENCY_MAX_IN_FLIGHT: String(LIMITS.maxInFlight),
+  DB_POOL_MAX: '6',
+});
+
+/** One instance slot: the process that serves it now (replaced after a SIGKILL), and its state. */
+interface Slot {
+  instance: Instance;
+  stopped: boolean;
+  dead: boolean;
+  /** Bumped on every stop, kill and restart: a request that saw it change was disturbed. */
+  epoch: number;
+}
+
+/**
+ * Runs one seeded schedule: 3 real instances on one PostgreSQL, the gateway simulator on its own
+ * port, many clients (both transports, key reuse, body variants, new keys for the same order,
+ * several users and tenants), and faults drawn from the seed. Then heals everything, lets the
+ * clients finish (same keys; new keys for resumable payments), reads the final state and checks.
+ */
+export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
+  const rnd = random(opts.seed);
+  const log = opts.log ?? (() => {});
+  const history: HistoryEvent[] = [];
+  const t0 = Date.now();
+  const now = () => Date.now() - t0;
+  const gateway: GatewaySlot = await startGatewaySlot();
+  await gateway.simulator();
+  const env = INSTANCE_ENV(opts.databaseUrl, gateway.url);
+  const slots: Slot[] = [];
+  const admin = new pg.Client(opts.databaseUrl);
+  let seq = 0;
+  try {
+    slots.push({ instance: await startInstance(env), stopped: false, dead: false, epoch: 0 });
+    const rest = await Promise.all(
+      Array.from({ length: (opts.instances ?? 3) - 1 }, () => startInstance(env)),
+    );
+    for (const instance of rest) slots.push({ instance, stopped: false, dead: false, epoch: 0 });
+    await admin.connect();
+
+    const fault = (kind: FaultEvent['kind'], instance?: number, detail?: string) => {
+      history.push({ type: 'fault', at: now(), kind, instance, detail });
+      log(
+        `${(now() / 1000).toFixed(1)}s ${kind}${instance === undefined ? '' : ` #${instance}`}${detail ? ` ${detail}` : ''}`,
+      );
+    };
+
+    // --- clients -------------------------------------------------------------------------------
+    const tenants = [`chaos${opts.seed}a`, `chaos${opts.seed}b`];
+    const clients = Array.from({ length: opts.clients ?? 6 }, (_, i) => ({
+      id: i,
+      tenant: tenants[i % tenants.length],
+      user: String(900000000 + (i % 4)),
+      orders: [] as Array<{ merchantOrderNo: string; amount: string; keys: string[] }>,
+      pending: [] as Array<
+        Omit<RequestEvent, 'seq' | 'start' | 'end' | 'answer' | 'instance' | 'disturbed' | 'type'>
+      >,
+    }));
+    const tokens = new Map<string, string>();
+    const tokenOf = (tenant: string, user: string) => {
+      const k = `${tenant}:${user}`;
+      if (!tokens.has(k))
+        tokens.set(
+          k,
+          signToken(TEST_ENV.JWT_SECRET, { tenantId: tenant, userId: user, role: 'user' }, 24 * 3600).token,
+        );
+      return tokens.get(k) ?? '';
+    };
+
+    async function send(
+      req: (typeof clients)[number]['pending'][number],
+      instanceIndex?: number,
+    ): Promise<RequestEvent> {
+      const index = instanceIndex ?? rnd.int(0, slots.length - 1);
+      const slot = slots[index];
+      const epoch = slot.epoch;
+      const start = now();
+      const answer = await call(slot.instance.url, req.transport, req.op, req.body, {
+        Authorization: `Bearer ${tokenOf(req.tenant, req.user)}`,
+        'Idempotency-Key': req.key,
+      });
+      const event: RequestEvent = {
+        type: 'request',
+        seq: seq++,
+        ...req,
+        instance: index,
+        start,
+        end: now(),
+        answer,
+        disturbed: slot.epoch !== epoch || slot.stopped || slot.dead,
+      };
+      history.push(event);
+      return event;
+    }
+
+    const keyOf = () =>
+      `chaos-${opts.seed}-${seq}-${Math.floor(rnd.next() * 1e9).toString(36)}`.padEnd(20, 'x');
+    let stopClients = false;
+    async function clientLoop(c: (typeof clients)[number]) {
+      while (!stopClients) {
+        const transport: Transport = rnd.chance(0.3) ? 'trpc' : 'rest';
+        const roll = rnd.next();
+        let req: (typeof c.pending)[number];
+        if (c.orders.length === 0 || roll < 0.3) {
+          const merchantOrderNo = `mo-${c.id}-${c.orders.length}`;
+          const amount = `${rnd.int(1, 99)}.${rnd.pick(['00', '50', '99'])}`;
+          const key = keyOf();
+          c.orders.push({ merchantOrderNo, amount, keys: [] });
+          req = {
+            client: c.id,
+            tenant: c.tenant,
+            user: c.user,
+            op: 'orders.create',
+            transport,
+            key,
+            merchantOrderNo,
+            body: JSON.stringify({ merchantOrderNo, amount }),
+          };
+        } else {
+          const order = rnd.pick(c.orders);
+          const reuse = order.keys.length > 0 && rnd.chance(0.5);
+          const key = reuse ? rnd.pick(order.keys) : keyOf();
+          if (!reuse) order.keys.push(key);
+          // A variant: the same key with another amount (a mismatch), or a new key with it (400/40902).
+          const amount = rnd.chance(0.08) ? '1234.56' : order.amount;
+          req = {
+            client: c.id,
+            tenant: c.tenant,
+            user: c.user,
+            op: 'payments.create',
+            transport,
+            key,
+            merchantOrderNo: order.merchantOrderNo,
+            body: JSON.stringify({ merchantOrderNo: order.merchantOrderNo, amount }),
+          };
+        }
+        const event = await send(req);
+        if (!finalAnswer(event.answer)) c.pending.push(req);
+        // Retry some pending ones now, with the same key and body.
+        if (c.pending.length > 0 && rnd.chance(0.4)) {
+          const again = c.pending.shift();
+          if (again) {
+            const retried = await send(again);
+            if (!finalAnswer(retried.answer)) c.pending.push(again);
+          }
+        }
+        await sleep(rnd.int(5, 60));
+      }
+    }
+
+    // --- faults ----------------------------------------------------------------------------------
+    const schedule: string[] = [];
+    const without = new Set(opts.without ?? []);
+    async function faultLoop() {
+      while (now() < opts.durationMs) {
+        await sleep(rnd.int(800, 2500));
+        if (now() >= opts.durationMs) break;
+        const kinds = (
+          [
+            'sigkill',
+            'sigstop',
+            'gateway-5xx',
+            'gateway-latency',
+            'gateway-timeout-after-charge',
+            'gateway-reset-after-charge',
+            'gateway-decline',
+            'db-connections-dropped',
+          ] as const
+        ).filter((k) => !without.has(k));
+        const kind = rnd.pick(kinds);
+        const index = rnd.int(0, slots.length - 1);
+        const hold = rnd.int(300, 2500);
+        schedule.push(
+          `${kind}${kind === 'sigkill' || kind === 'sigstop' ? ` #${index}` : ''} for ${hold} ms`,
+        );
+        const slot = slots[index];
+        if (kind === 'sigkill' && !slot.dead && !slot.stopped) {
+          slot.dead = true;
+          slot.epoch++;
+          fault('sigkill', index);
+          slot.instance.kill();
+          await slot.instance.exited;
+          await sleep(hold);
+          slot.instance = await startInstance(env);
+          slot.dead = false;
+          slot.epoch++;
+          fault('restart', index);
+        } else if (kind === 'sigstop' && !slot.dead && !slot.stopped) {
+          slot.stopped = true;
+          slot.epoch++;
+          fault('sigstop', index, `${hold} ms`);
+          process.kill(slot.instance.pid, 'SIGSTOP');
+          await sleep(hold);
+          process.kill(slot.instance.pid, 'SIGCONT');
+          slot.stopped = false;
+          slot.epoch++;
+          fault('sigcont', index);
+        } else if (kind === 'db-connections-dropped') {
+          fault(kind);
+          await admin.query(
+            'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+          );
+        } else if (kind.startsWith('gateway-')) {
+          const faults =
+            kind === 'gateway-5xx'
+              ? { errorRate: 1 }
+              : kind === 'gateway-latency'
+                ? { latencyMs: rnd.int(100, 900) }
+                : kind === 'gateway-timeout-after-charge'
+                  ? { timeoutAfterChargeRate: 0.5 }
+                  : kind === 'gateway-reset-after-charge'
+                    ? { resetAfterChargeRate: 0.5 }
+                    : { declineRate: 0.3 };
+          fault(kind, undefined, JSON.stringify(faults));
+          await gateway.client.setFaults(faults);
+          await sleep(hold);
+          await gateway.client.setFaults({});
+          fault('gateway-heal');
+        }
+      }
+    }
+
+    async function sampleLoop() {
+      while (now() < opts.durationMs) {
+        const { rows } = await admin
+          .query<{ user_scope: string; n: string }>(
+            `SELECT user_scope, count(*) AS n FROM idempotency_records WHERE status = 'PROCESSING'
+             GROUP BY user_scope ORDER BY count(*) DESC LIMIT 1`,
+          )
+          .catch(() => ({ rows: [] as Array<{ user_scope: string; n: string }> }));
+        history.push({
+          type: 'sample',
+          at: now(),
+          maxProcessingPerUser: Number(rows[0]?.n ?? 0),
+          user: rows[0]?.user_scope ?? null,
+        });
+        await sleep(100);
+      }
+    }
+
+    const running = clients.map(clientLoop);
+    await Promise.all([faultLoop(), sampleLoop()]);
+    stopClients = true;
+    await Promise.all(running);
+
+    // --- heal, then let every client finish ----------------------------------------------------------
+    await gateway.client.setFaults({});
+    for (const slot of slots) if (slot.stopped) process.kill(slot.instance.pid, 'SIGCONT');
+    await sleep(LIMITS.leaseMs + 4 * LIMITS.recovererIntervalMs);
+    const deadline = Date.now() + 60000;
+    for (const c of clients) {
+      for (const req of c.pending) {
+        while (Date.now() < deadline) {
+          const event = await send(req);
+          if (finalAnswer(event.answer) || (event.answer.kind === 'error' && event.answer.code === 40901))
+            break;
+          await sleep(100);
+        }
+      }
+    }
+    // Resumable payments: their client comes back with a new key (CONTRACT section 3).
+    const { rows: resumable } = await admin.query<{
+      tenant: string;
+      merchant_order_no: string;
+      amount: string;
+      user_id: string;
+    }>(
+      `SELECT merchant_id AS tenant, merchant_order_no, amount::text AS amount, user_id::text AS user_id FROM payments
+       WHERE status = 'PROCESSING' AND merchant_id = ANY($1)`,
+      [tenants],
+    );
+    for (const p of resumable) {
+      const c = clients.find((x) => x.tenant === p.tenant && x.user === p.user_id) ?? clients[0];
+      const req = {
+        client: c.id,
+        tenant: p.tenant,
+        user: p.user_id,
+        op: 'payments.create' as Operation,
+        transport: 'rest' as Transport,
+        key: keyOf(),
+        merchantOrderNo: p.merchant_order_no,
+        body: JSON.stringify({ merchantOrderNo: p.merchant_order_no, amount: p.amount }),
+      };
+      while (Date.now() < deadline) {
+        const event = await send(req);
+        if (finalAnswer(event.answer)) break;
+        await sleep(100);
+      }
+    }
+    await sleep(LIMITS.leaseMs + 4 * LIMITS.recovererIntervalMs);
+
+    const final = await finalState(admin, gateway, tenants);
+    const result = check(history, final, LIMITS);
+    const requests = history.filter((e): e is RequestEvent => e.type === 'request');
+    const answers: Record<string, number> = {};
+    for (const r of requests) {
+      const label =
+        r.answer.kind === 'ok'
+          ? `${r.answer.httpStatus}`
+          : r.answer.kind === 'error'
+            ? `${r.answer.httpStatus}/${r.answer.code}`
+            : r.answer.kind;
+      answers[label] = (answers[label] ?? 0) + 1;
+    }
+    const faults: Record<string, number> = {};
+    for (const f of history) if (f.type === 'fault') faults[f.kind] = (faults[f.kind] ?? 0) + 1;
+    return { seed: opts.seed, requests: requests.length, answers, faults, result, schedule };
+  } finally {
+    for (const slot of slots) {
+      if (slot.stopped) process.kill(slot.instance.pid, 'SIGCONT');
+      slot.instance.kill();
+      await slot.instance.exited;
+    }
+    await admin.end().catch(() => {});
+    await gateway.close();
+  }
+}
+
+const finalAnswer = (a: Answer) =>
+  a.kind === 'ok' ||
+  (a.kind === 'error' &&
+    a.httpStatus !== 503 &&
+    a.httpStatus !== 429 &&
+    a.httpStatus < 500 &&
+    a.code !== 40901);
+
+/** One call on either transport, normalised; a lost answer after 10 s (a stopped instance). */
+async function call(
+  base: string,
+  transport: Transport,
+  op: Operation,
+  body: string,
+  headers: Record<string, string>,
+): Promise<Answer> {
+  const path =
+    transport === 'rest' ? (op === 'orders.create' ? '/api/v1/orders' : '/api/v1/payments') : `/trpc/${op}`;
+  let res: Response;
+  let text: string;
+  try {
+    res = await fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body,
+      signal: AbortSignal.timeout(10000),
+    });
+    text = await res.text();
+  } catch (err) {
+    return { kind: 'lost', reason: String((err as Error).cause ?? err).slice(0, 80) };
+  }
+  const retryAfter = res.headers.get('retry-after') !== null;
+  const replayed = res.headers.get('idempotent-replayed') === 'true';
+  let json: Record<string, unknown> = {};
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return {
+      kind: 'error',
+      httpStatus: res.status,
+      code: res.status,
+      message: text.slice(0, 80),
+      retryAfter,
+      replayed,
+    };
+  }
+  if (res.status === 202) return { kind: 'processing', retryAfter, location: res.headers.get('location') };
+  if (transport === 'rest') {
+    if (res.status < 300) return { kind: 'ok', httpStatus: res.status, data: json.data, replayed };
+    return {
+      kind: 'error',
+      httpStatus: res.status,
+      code: Number(json.code),
+      message: String(json.message),
+      retryAfter,
+      replayed,
+    };
+  }
+  const result = json.result as { data?: { data?: unknown } } | undefined;
+  // tRPC has no 202: "still processing" is a result whose data is the processing marker.
+  const data = result?.data?.data as { status?: string; resourceId?: string } | undefined;
+  if (data && data.status === 'PROCESSING' && 'resourceId' in data)
+    return { kind: 'processing', retryAfter, location: res.headers.get('location') };
+  if (result) return { kind: 'ok', httpStatus: res.status, data: result.data?.data, replayed };
+  const error = json.error as
+    | { message?: string; data?: { httpStatus?: number; businessCode?: number } }
+    | undefined;
+  return {
+    kind: 'error',
+    httpStatus: error?.data?.httpStatus ?? res.status,
+    code: Number(error?.data?.businessCode ?? res.status),
+    message: String(error?.message),
+    retryAfter,
+    replayed,
+  };
+}
+
+async function finalState(admin: pg.Client, gateway: GatewaySlot, tenants: string[]): Promise<FinalState> {
+  const processing = await admin.query<{ scope_key: string; age: number }>(
+    `SELECT scope_key, (EXTRACT(EPOCH FROM now() - created_at) * 1000)::int AS age FROM idempotency_records
+     WHERE status = 'PROCESSING' AND split_part(scope_key, ':', 1) = ANY($1)`,
+    [tenants],
+  );
+  const payments = await admin.query(
+    `SELECT id, payment_no AS "paymentNo", merchant_id AS tenant, merchant_order_no AS "merchantOrderNo", status,
+            charge_id AS "chargeId", amount::text AS amount, resumable_since IS NOT NULL AS resumable
+     FROM payments WHERE merchant_id = ANY($1)`,
+    [tenants],
+  );
+  const orders = await admin.query(
+    `SELECT tenant_id AS tenant, merchant_order_no AS "merchantOrderNo", status, amount::text AS amount
+     FROM orders WHERE tenant_id = ANY($1)`,
+    [tenants],
+  );
+  const ledger = await gateway.ledger();
+  return {
+    processingRecords: processing.rows.map((r) => ({ scopeKey: r.scope_key, ageMs: r.age })),
+    payments: payments.rows,
+    orders: orders.rows,
+    ledger,
+  };
+}

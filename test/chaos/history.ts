@@ -1,0 +1,104 @@
+/**
+ * A recorded history of a chaos run: every request sent and what came back (or that nothing did),
+ * every fault injected, and samples of the database taken while it ran. The checker reads only this
+ * and the final state; nothing in it is an assertion of one particular outcome.
+ */
+
+export type Transport = 'rest' | 'trpc';
+export type Operation = 'orders.create' | 'payments.create';
+
+/** What came back, normalised across transports (REST status + envelope, tRPC result or error). */
+export type Answer =
+  /** No answer: connection refused or reset, or the client's own time-out. */
+  | { kind: 'lost'; reason: string }
+  | { kind: 'ok'; httpStatus: number; data: unknown; replayed: boolean }
+  | {
+      kind: 'error';
+      httpStatus: number;
+      code: number;
+      message: string;
+      retryAfter: boolean;
+      replayed: boolean;
+    }
+  /** 202: still processing (never final). */
+  | { kind: 'processing'; retryAfter: boolean; location: string | null };
+
+export interface RequestEvent {
+  type: 'request';
+  seq: number;
+  client: number;
+  tenant: string;
+  user: string;
+  op: Operation;
+  transport: Transport;
+  key: string;
+  /** Canonical JSON of the body sent: a "variant" is another body under the same key. */
+  body: string;
+  merchantOrderNo: string;
+  instance: number;
+  start: number;
+  end: number;
+  answer: Answer;
+  /** The instance was stopped, killed or restarted while this request was open (its time is not bounded). */
+  disturbed: boolean;
+}
+
+export interface FaultEvent {
+  type: 'fault';
+  at: number;
+  kind:
+    | 'sigkill'
+    | 'restart'
+    | 'sigstop'
+    | 'sigcont'
+    | 'gateway-5xx'
+    | 'gateway-latency'
+    | 'gateway-timeout-after-charge'
+    | 'gateway-reset-after-charge'
+    | 'gateway-decline'
+    | 'gateway-heal'
+    | 'db-connections-dropped'
+    | 'failpoint';
+  instance?: number;
+  detail?: string;
+}
+
+/** Committed PROCESSING records per user, sampled while the run goes on (the in-flight cap). */
+export interface SampleEvent {
+  type: 'sample';
+  at: number;
+  maxProcessingPerUser: number;
+  user: string | null;
+}
+
+export type HistoryEvent = RequestEvent | FaultEvent | SampleEvent;
+
+/** What the database and the gateway hold once the faults stopped and every client finished. */
+export interface FinalState {
+  processingRecords: Array<{ scopeKey: string; ageMs: number }>;
+  payments: Array<{
+    id: string;
+    paymentNo: string;
+    tenant: string;
+    merchantOrderNo: string;
+    status: string;
+    chargeId: string | null;
+    amount: string;
+    resumable: boolean;
+  }>;
+  orders: Array<{ tenant: string; merchantOrderNo: string; status: string; amount: string }>;
+  ledger: {
+    charges: Array<{ paymentNo: string; chargeId: string; status: string; amount: string }>;
+    refunds: Array<{ chargeId: string }>;
+  };
+}
+
+export interface Limits {
+  waitMs: number;
+  leaseMs: number;
+  gatewayTimeoutMs: number;
+  recovererIntervalMs: number;
+  maxInFlight: number;
+  /** The slack the bound on waits is checked with (CPU scheduling, the client's own socket). */
+  slackMs: number;
+}

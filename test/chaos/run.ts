@@ -1,0 +1,99 @@
+/**
+ * `npm run chaos -- [--seed S] [--minutes M] [--seeds N]`: randomized fault schedules against 3 real
+ * instances, checked against the protocol model (test/chaos/checker.ts). The same seed draws the same
+ * schedule. Uses DATABASE_URL's server (a scratch database per seed, dropped after) or an embedded
+ * PostgreSQL. Exit 0: no violation; 1: a violation (the seed, the invariant and the history slice are
+ * printed); 2: usage.
+ */
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import { freePort, startEmbeddedPostgres } from '../../core/embedded-postgres.js';
+import { readCliArgs } from '../../server/cli-args.js';
+import { INVARIANTS } from './checker.js';
+import { type ChaosReport, runChaos } from './driver.js';
+import { scratchDatabase } from './scratch-database.js';
+
+const args = readCliArgs(
+  {
+    seed: { type: 'string' },
+    minutes: { type: 'string' },
+    seeds: { type: 'string' },
+    quiet: { type: 'boolean' },
+  },
+  z.object({
+    seed: z.coerce.number().int().min(0).optional(),
+    minutes: z.coerce
+      .number()
+      .positive()
+      .max(24 * 60)
+      .default(1),
+    seeds: z.coerce.number().int().min(1).max(10000).optional(),
+    quiet: z.boolean().default(false),
+  }),
+);
+if (!args.ok) {
+  console.error(`${args.problem}\nusage: npm run chaos -- [--seed S] [--minutes M] [--seeds N]`);
+  process.exit(2);
+}
+const { minutes, quiet } = args.values;
+const firstSeed = args.values.seed ?? randomBytes(4).readUInt32BE() % 1000000;
+const budgetMs = minutes * 60000;
+// One schedule is at most 60 s of faults; several seeds fill the minutes asked for.
+const perSeedMs = Math.min(60000, budgetMs);
+const seeds = args.values.seeds ?? Math.max(1, Math.round(budgetMs / (perSeedMs + 15000)));
+
+const embedded = process.env.DATABASE_URL
+  ? undefined
+  : await startEmbeddedPostgres({ port: await freePort() });
+const server = process.env.DATABASE_URL ?? embedded?.url ?? '';
+const totals = {
+  requests: 0,
+  faults: {} as Record<string, number>,
+  checked: {} as Record<string, number>,
+  violations: 0,
+};
+const started = Date.now();
+let failed: ChaosReport | undefined;
+try {
+  for (let i = 0; i < seeds && !failed; i++) {
+    const seed = firstSeed + i;
+    const db = await scratchDatabase(server, `chaos_${seed}`);
+    try {
+      console.log(`seed ${seed}: ${perSeedMs / 1000} s of faults`);
+      const report = await runChaos({
+        seed,
+        durationMs: perSeedMs,
+        databaseUrl: db.url,
+        log: quiet ? undefined : (line) => console.log(`  ${line}`),
+      });
+      totals.requests += report.requests;
+      for (const [k, n] of Object.entries(report.faults)) totals.faults[k] = (totals.faults[k] ?? 0) + n;
+      for (const [k, n] of Object.entries(report.result.checked))
+        totals.checked[k] = (totals.checked[k] ?? 0) + n;
+      totals.violations += report.result.violations.length;
+      console.log(
+        `seed ${seed}: ${report.requests} requests, answers ${JSON.stringify(report.answers)}, violations ${report.result.violations.length}`,
+      );
+      if (report.result.violations.length > 0) failed = report;
+    } finally {
+      await db.drop();
+    }
+  }
+} finally {
+  await embedded?.stop();
+}
+console.log(`\n${seeds} seed(s) from ${firstSeed}, ${((Date.now() - started) / 60000).toFixed(1)} min`);
+console.log(`requests: ${totals.requests}`);
+console.log(`faults injected: ${JSON.stringify(totals.faults)}`);
+console.log('invariants checked:');
+for (const [name, text] of Object.entries(INVARIANTS))
+  console.log(`  ${name} (${totals.checked[name] ?? 0}×): ${text}`);
+console.log(`violations: ${totals.violations}`);
+if (failed) {
+  const first = failed.result.violations[0];
+  console.log(`\nFIRST VIOLATION (seed ${failed.seed}): ${first.message}`);
+  console.log(`schedule: ${failed.schedule.join('; ')}`);
+  console.log('history slice:');
+  for (const e of first.slice) console.log(`  ${JSON.stringify(e)}`);
+  process.exit(1);
+}
