@@ -210,7 +210,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           };
         }
         const event = await send(req);
-        if (!finalAnswer(event.answer)) c.pending.push(req);
+        // Some clients give up on a key answered 503 (nothing was charged) and come back later with
+        // a new one: the payment must then be resumable by that new key.
+        const givesUp = event.answer.kind === 'error' && event.answer.httpStatus === 503 && rnd.chance(0.3);
+        if (!finalAnswer(event.answer) && !givesUp) c.pending.push(req);
+        if (givesUp) for (const o of c.orders) o.keys = o.keys.filter((k) => k !== req.key);
         // Retry some pending ones now, with the same key and body.
         if (c.pending.length > 0 && rnd.chance(0.4)) {
           const again = c.pending.shift();
