@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { failpointsRefused, parseFailpoints } from './failpoints.js';
 
 // Dev-only defaults: fixed (never generated at start, which would invalidate every token on restart)
 // and refused when NODE_ENV=production.
@@ -69,6 +70,9 @@ const schema = z.object({
   SHUTDOWN_TIMEOUT_MS: int(10000, 100, 600000),
   DB_POOL_MAX: int(10, 1, 200),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  // Test-only fault injection (core/failpoints.ts); refused with NODE_ENV=production.
+  FAILPOINTS: z.string().optional(),
+  FAILPOINTS_CONTROL: z.enum(['0', '1']).default('0'),
 });
 
 type Raw = z.infer<typeof schema>;
@@ -128,6 +132,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const lease = raw.IDEMPOTENCY_LEASE_MS ?? 30000;
   const gatewayTimeout = raw.GATEWAY_TIMEOUT_MS ?? derivedGatewayTimeout(lease);
+  const refused = failpointsRefused(cleaned);
+  if (refused) problems.push(refused);
+  else if (raw.FAILPOINTS) {
+    try {
+      parseFailpoints(raw.FAILPOINTS);
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+  }
   // Unset, it is derived to fit; set explicitly, it must fit too.
   if (raw.GATEWAY_TIMEOUT_MS !== undefined && 2 * gatewayTimeout > lease * GATEWAY_SHARE_OF_LEASE) {
     problems.push(

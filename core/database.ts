@@ -9,13 +9,44 @@ export interface Database {
   close(): Promise<void>;
 }
 
-export function createSequelize(url: string, poolMax: number): Sequelize {
+/** How long anything may wait in the database (CONTRACT section 5, "Waits are bounded"). */
+export interface WaitBounds {
+  /** IDEMPOTENCY_WAIT_MS: a lock wait or a wait for a pooled connection ends after this. */
+  waitMs: number;
+  /** IDEMPOTENCY_LEASE_MS: a transaction left idle this long (its instance froze) is ended by the server. */
+  leaseMs: number;
+}
+
+const DEFAULT_BOUNDS: WaitBounds = { waitMs: 1000, leaseMs: 30000 };
+
+/**
+ * The pool, with every wait bounded on every connection, whatever runs on it:
+ * - `lock_timeout` = the wait bound: a row or unique-index lock held by another transaction (a
+ *   duplicate in flight, or a stalled instance anywhere) ends the wait with 55P03, answered 202 or
+ *   503 by the caller, never a hang (statements that must wait longer say so with SET LOCAL);
+ * - pool `acquire` = the wait bound: a busy pool answers 503 instead of queueing the request;
+ * - `idle_in_transaction_session_timeout` = the lease: a transaction left open by a frozen or
+ *   partitioned instance is ended by the server, so its locks do not outlive its lease;
+ * - `statement_timeout`: a runaway statement is cancelled (30 s, or the lease when longer);
+ * - TCP keepalive: a peer that vanished without a reset is noticed.
+ */
+export function createSequelize(
+  url: string,
+  poolMax: number,
+  bounds: WaitBounds = DEFAULT_BOUNDS,
+): Sequelize {
+  const waitMs = Math.max(1, bounds.waitMs);
   return new Sequelize(url, {
     dialect: 'postgres',
     logging: false,
-    pool: { max: poolMax, min: 0, idle: 10000, acquire: 30000 },
-    // bigint ids stay decimal strings: a JS number would round ids above 2^53.
-    dialectOptions: { application_name: 'idempotent-service' },
+    pool: { max: poolMax, min: 0, idle: 10000, acquire: Math.max(100, waitMs) },
+    dialectOptions: {
+      application_name: 'idempotent-service',
+      lock_timeout: waitMs,
+      statement_timeout: Math.max(30000, bounds.leaseMs),
+      idle_in_transaction_session_timeout: Math.max(1000, bounds.leaseMs),
+      keepAlive: true,
+    },
   });
 }
 
@@ -36,7 +67,10 @@ export async function openDatabase(config: Config, log: (line: string) => void):
     });
     url = embedded.url;
   }
-  const sequelize = createSequelize(url, config.DB_POOL_MAX);
+  const sequelize = createSequelize(url, config.DB_POOL_MAX, {
+    waitMs: config.IDEMPOTENCY_WAIT_MS,
+    leaseMs: config.IDEMPOTENCY_LEASE_MS,
+  });
   return {
     sequelize,
     url,

@@ -20,8 +20,10 @@ const UNAVAILABLE_ERROR_NAMES = new Set([
   'SequelizeHostNotReachableError',
   'SequelizeHostNotFoundError',
 ]);
-// Connection exceptions (08*), server shutting down or starting (57P01-57P03), too many connections.
-const UNAVAILABLE_PG_CODE = /^(08...|57P0[123]|53300)$/;
+// Connection exceptions (08*), server shutting down or starting (57P01-57P03), too many connections,
+// our transaction ended by idle_in_transaction_session_timeout (25P03) or cancelled by
+// statement_timeout (57014), a read-only server (25006: a replica after a failover).
+const UNAVAILABLE_PG_CODE = /^(08...|57P0[123]|53300|25P03|57014|25006)$/;
 const DROPPED = /Connection terminated|connection is closed|not queryable|ECONNRESET|terminating connection/i;
 
 /** The database could not be reached or dropped the connection: nothing was committed, a retry is safe. */
@@ -37,6 +39,7 @@ export function isDatabaseUnavailable(err: unknown): boolean {
 
 const PG_LOCK_NOT_AVAILABLE = '55P03';
 const PG_DEADLOCK = '40P01';
+const PG_SERIALIZATION = '40001';
 
 /** Our own `lock_timeout` expired: the row we waited for is held by another transaction. */
 export function isLockNotAvailable(err: unknown): boolean {
@@ -50,7 +53,9 @@ export function isLockNotAvailable(err: unknown): boolean {
  * the request now, and everything was rolled back (found by test/idempotency/in-flight.test.ts).
  */
 export function isDatabaseBusy(err: unknown): boolean {
-  for (const e of chainOf(err)) if (e.code === PG_LOCK_NOT_AVAILABLE || e.code === PG_DEADLOCK) return true;
+  for (const e of chainOf(err))
+    if (e.code === PG_LOCK_NOT_AVAILABLE || e.code === PG_DEADLOCK || e.code === PG_SERIALIZATION)
+      return true;
   return false;
 }
 

@@ -3,6 +3,7 @@ import type { Sequelize, Transaction } from 'sequelize';
 import { isDatabaseBusy, isLockNotAvailable } from '../core/db-errors.js';
 import { processing } from '../core/envelope.js';
 import { Conflict, ServiceUnavailable, TooManyRequests } from '../core/errors.js';
+import { failpoint } from '../core/failpoints.js';
 import { LeaseStore } from './lease.js';
 import type { Outcome, Reply } from './outcome.js';
 import type { Placeholder } from './placeholder.js';
@@ -120,6 +121,7 @@ export class IdempotencyEngine {
       if (isLockNotAvailable(err)) return this.inFlight(req, null);
       throw err;
     }
+    if (claimed) await failpoint('local.after-claim');
     if (!claimed) {
       await t.rollback();
       const lost = await this.whyNotClaimed(req);
@@ -130,6 +132,7 @@ export class IdempotencyEngine {
     let result: LocalResult;
     try {
       result = await work(t);
+      await failpoint('local.after-write');
     } catch (err) {
       // Transient (5xx, unknown): roll everything back so no PROCESSING row is left; a retry executes.
       await t.rollback().catch(() => {});
@@ -144,11 +147,13 @@ export class IdempotencyEngine {
       const sealed = sealReply(this.cipher, req.scopeKey, result.reply);
       const resourceId = result.ok ? result.resourceId : null;
       await finishLocal(this.sequelize, t, req.scopeKey, status, result.reply.status, sealed, resourceId);
+      await failpoint('local.before-commit');
       await t.commit();
     } catch (err) {
       await t.rollback().catch(() => {});
       throw err;
     }
+    await failpoint('local.after-commit');
     return result.ok
       ? { kind: 'executed', reply: result.reply }
       : { kind: 'failed_final', error: result.error };

@@ -1,4 +1,5 @@
 import { QueryTypes, type Sequelize } from 'sequelize';
+import { failpoint } from '../core/failpoints.js';
 
 /**
  * Deletes expired, finished records in small batches (short transactions, no long locks), skipping
@@ -8,6 +9,7 @@ import { QueryTypes, type Sequelize } from 'sequelize';
 export async function purgeExpired(sequelize: Sequelize, batchSize = 500, maxBatches = 100): Promise<number> {
   let total = 0;
   for (let i = 0; i < maxBatches; i++) {
+    await failpoint('purge.batch');
     const rows = await sequelize.query<{ n: string }>(
       `WITH doomed AS (
          SELECT scope_key FROM idempotency_records

@@ -24,6 +24,8 @@ export async function migrationNames(): Promise<string[]> {
 export async function migrate(sequelize: Sequelize): Promise<string[]> {
   const applied: string[] = [];
   await sequelize.transaction(async (transaction) => {
+    // Instances starting together wait here for the first one's migrations: not a request's wait.
+    await sequelize.query('SET LOCAL lock_timeout = 0', { transaction });
     await sequelize.query('SELECT pg_advisory_xact_lock(:id)', {
       replacements: { id: MIGRATION_LOCK_ID },
       transaction,

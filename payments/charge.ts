@@ -1,3 +1,4 @@
+import { failpoint } from '../core/failpoints.js';
 import { GatewayError } from '../gateway/client.js';
 import type { ChargeOutcome } from '../gateway/types.js';
 import type { Payment } from '../models/payment.js';
@@ -12,6 +13,7 @@ import type { PaymentDeps } from './payment-deps.js';
  */
 export async function chargePayment(deps: PaymentDeps, payment: Payment): Promise<ChargeOutcome> {
   let outcome: ChargeOutcome;
+  await failpoint('payment.charge.before');
   try {
     outcome = await deps.gateway.charge({
       paymentNo: payment.paymentNo,
@@ -23,5 +25,6 @@ export async function chargePayment(deps: PaymentDeps, payment: Payment): Promis
     outcome = { kind: 'not-charged', reason: 'rejected' };
   }
   deps.onGateway?.('charge', outcome.kind);
+  await failpoint('payment.charge.after');
   return outcome;
 }

@@ -1,6 +1,8 @@
 import { UniqueConstraintError } from 'sequelize';
 import { inTransaction } from '../core/database.js';
+import { isLockNotAvailable } from '../core/db-errors.js';
 import type { DomainError } from '../core/errors.js';
+import { failpoint } from '../core/failpoints.js';
 import type { Identity } from '../core/identity.js';
 import type { IdempotentRequest } from '../idempotency/engine.js';
 import type { Lease } from '../idempotency/lease.js';
@@ -29,6 +31,9 @@ export type Claim =
   | { kind: 'existing_in_flight'; payment: Payment }
   /** A record of this key was there instead. */
   | { kind: 'found'; record: StoredRecord }
+  /** The same key's record is being inserted by a transaction still open (a duplicate in flight, or
+   * a stalled instance): our bounded wait for it ended. */
+  | { kind: 'key_in_flight' }
   /** No record inserted and none there: a per-user cap refused it. */
   | { kind: 'limited' }
   /** An expired record was deleted, or a concurrent request created the payment first: claim again. */
@@ -52,7 +57,14 @@ export async function claimPayment(
   let claim: Claim | undefined;
   try {
     claim = await inTransaction<Claim | undefined>(deps.sequelize, async (t) => {
-      const lease = await leases.claim(t, req);
+      let lease: Lease | undefined;
+      try {
+        lease = await leases.claim(t, req);
+      } catch (err) {
+        // lock_timeout on our own key's uncommitted record: its request is in flight (202).
+        if (isLockNotAvailable(err)) return { rollback: { kind: 'key_in_flight' } };
+        throw err;
+      }
       if (!lease) return { rollback: undefined };
       const prepared = await preparePayment(t, auth, input);
       if (prepared.kind === 'refused') {
@@ -76,6 +88,7 @@ export async function claimPayment(
         return { commit: { kind: 'existing', reply } };
       }
       await leases.attachResource(t, lease, prepared.payment.id);
+      await failpoint('payment.tx1.before-commit');
       return { commit: { kind: 'claimed', lease, payment: prepared.payment } };
     });
   } catch (err) {

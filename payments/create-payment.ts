@@ -1,4 +1,5 @@
 import { ServiceUnavailable } from '../core/errors.js';
+import { failpoint } from '../core/failpoints.js';
 import type { Identity } from '../core/identity.js';
 import type { IdempotentRequest } from '../idempotency/engine.js';
 import type { Lease } from '../idempotency/lease.js';
@@ -37,6 +38,7 @@ export async function createPayment(
     const claim = await claimPayment(deps, req, auth, input, failureReply);
     switch (claim.kind) {
       case 'claimed': {
+        await failpoint('payment.tx1.after-commit');
         const settlement = await settlePayment(deps, claim.lease, claim.payment, 'charge');
         return answer(deps, req, 'executed', claim.lease, claim.payment, settlement, signal);
       }
@@ -52,6 +54,8 @@ export async function createPayment(
         return replayed(claim.reply);
       case 'existing_in_flight':
         return deps.engine.inFlight(req, claim.payment.id);
+      case 'key_in_flight':
+        return deps.engine.inFlight(req, null);
       case 'limited':
         return deps.engine.limited(req);
       case 'found': {
@@ -90,8 +94,10 @@ async function continueAttempt(
     if (resumption.kind === 'moved') return undefined;
     lease = resumption.lease;
     first = 'resume';
+    await failpoint('payment.resume');
   } else if (record.status === 'PROCESSING' && record.leaseExpired) {
     lease = await takeOverPayment(deps, req.scopeKey, record.ownerToken);
+    if (lease) await failpoint('payment.takeover');
   } else return deps.engine.answerDuplicate(req, record, signal);
   if (!lease) return undefined;
   const payment = await paymentOfRecord(resourceId);

@@ -1,4 +1,5 @@
 import { inTransaction } from '../core/database.js';
+import { failpoint } from '../core/failpoints.js';
 import type { Charge } from '../gateway/types.js';
 import type { Lease } from '../idempotency/lease.js';
 import type { Reply } from '../idempotency/outcome.js';
@@ -21,6 +22,7 @@ export async function finalisePayment(
   charge: Charge,
 ): Promise<Finalised> {
   const succeeded = charge.status === 'SUCCEEDED';
+  await failpoint('payment.tx2.before');
   const finalised = await inTransaction(
     deps.sequelize,
     async (t): Promise<{ commit: Finalised } | { rollback: Finalised }> => {
@@ -38,6 +40,7 @@ export async function finalisePayment(
       return owned ? { commit: { kind: 'final', reply } } : { rollback: { kind: 'fenced' } };
     },
   );
+  await failpoint('payment.tx2.after');
   // The instance holds what Tx 2 would have written: read back what the database has.
   if (finalised.kind === 'fenced') await payment.reload();
   return finalised;

@@ -1,3 +1,4 @@
+import { failpoint } from '../core/failpoints.js';
 import type { PaymentDeps } from './payment-deps.js';
 import { settlePayment } from './settle.js';
 import { paymentOfRecord, takeOverPayment } from './take-over.js';
@@ -26,6 +27,7 @@ export async function recoverExpiredPayments(
       const lease = await takeOverPayment(deps, record.scopeKey, record.ownerToken);
       if (!lease) continue;
       taken += 1;
+      await failpoint('recoverer.takeover');
       const payment = await paymentOfRecord(resourceId);
       const settlement = await settlePayment(deps, lease, payment, 'query');
       // Gateway down right now: end our lease so the next round (here or elsewhere) tries again. The

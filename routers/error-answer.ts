@@ -1,6 +1,6 @@
 import { TRPCError } from '@trpc/server';
 import { ZodError } from 'zod';
-import { isDatabaseUnavailable } from '../core/db-errors.js';
+import { isDatabaseBusy, isDatabaseUnavailable } from '../core/db-errors.js';
 import type { Envelope } from '../core/envelope.js';
 import { DomainError, type ErrorDetails } from '../core/errors.js';
 import { ERROR_TABLE, type FailureKind, kindOfTrpcCode } from './error-table.js';
@@ -70,6 +70,12 @@ function compute(err: unknown): ErrorAnswer {
   if (isDatabaseUnavailable(err)) {
     // Nothing was committed (the transaction failed with the connection): safe to retry, same key.
     return answerOf('unavailable', 'Database unavailable; retry with the same Idempotency-Key', {
+      retryAfterSeconds: 1,
+    });
+  }
+  if (isDatabaseBusy(err)) {
+    // A bounded wait ended (lock_timeout on a row another transaction holds, a deadlock): rolled back.
+    return answerOf('unavailable', 'Database busy; retry with the same Idempotency-Key', {
       retryAfterSeconds: 1,
     });
   }

@@ -1,6 +1,7 @@
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
 import express, { type Express, type Request, type Response } from 'express';
 import { MethodNotAllowed, NotFound, UnsupportedMediaType } from '../core/errors.js';
+import { setFailpoints } from '../core/failpoints.js';
 import { deliveredFor, errorMeta } from '../routers/answer.js';
 import { errorAnswer } from '../routers/error-answer.js';
 import { appRouter } from '../routers/index.js';
@@ -43,6 +44,18 @@ export function createApp(services: AppServices): Express {
   );
 
   app.use(healthRouter(services));
+  // Test-only control channel for failpoints: mounted only with FAILPOINTS_CONTROL=1, which the
+  // configuration refuses together with NODE_ENV=production.
+  if (config.FAILPOINTS_CONTROL === '1' && config.NODE_ENV !== 'production') {
+    app.put('/__failpoints', express.text({ type: '*/*' }), (req: Request, res: Response) => {
+      try {
+        setFailpoints(typeof req.body === 'string' ? req.body : '');
+        res.status(204).end();
+      } catch (err) {
+        res.status(400).json({ code: 400, message: (err as Error).message, data: null });
+      }
+    });
+  }
   app.use(docsRouter());
   app.get('/openapi.json', (_req: Request, res: Response) => {
     res.json(openapiDoc);

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Config } from '../core/config.js';
 import { openDatabase } from '../core/database.js';
+import { setFailpoints } from '../core/failpoints.js';
 import { createLogger } from '../core/logger.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
@@ -34,6 +35,10 @@ export interface RunningServer {
  */
 export async function startServer(config: Config): Promise<RunningServer> {
   const logger = createLogger(config.LOG_LEVEL);
+  if (config.FAILPOINTS) {
+    setFailpoints(config.FAILPOINTS);
+    logger.warn({ failpoints: config.FAILPOINTS }, 'failpoints enabled (test only)');
+  }
   for (const name of config.devDefaults) {
     logger.warn(`${name} is not set: using the dev-only default (refused when NODE_ENV=production)`);
   }

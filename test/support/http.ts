@@ -26,7 +26,13 @@ export interface HttpResult {
 export async function http(
   method: string,
   path: string,
-  opts: { body?: unknown; headers?: Record<string, string>; raw?: string; baseUrl?: string } = {},
+  opts: {
+    body?: unknown;
+    headers?: Record<string, string>;
+    raw?: string;
+    baseUrl?: string;
+    signal?: AbortSignal;
+  } = {},
 ): Promise<HttpResult> {
   const base = opts.baseUrl ?? (await sharedServer()).url;
   const headers: Record<string, string> = { ...(opts.headers ?? {}) };
@@ -35,7 +41,7 @@ export async function http(
     payload = JSON.stringify(opts.body);
     headers['Content-Type'] ??= 'application/json';
   }
-  const res = await fetch(base + path, { method, headers, body: payload });
+  const res = await fetch(base + path, { method, headers, body: payload, signal: opts.signal });
   const text = await res.text();
   let body: unknown;
   try {

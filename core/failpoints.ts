@@ -1,0 +1,110 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
+import { ServiceUnavailable } from './errors.js';
+
+/**
+ * Named failpoints: compiled in at every boundary of the engine and the payment flow, inert unless
+ * the process was started with FAILPOINTS (refused together with NODE_ENV=production) or a test set
+ * one through the control route (mounted only when FAILPOINTS_CONTROL=1, never in production).
+ *
+ *   FAILPOINTS="payment.tx1.before-commit=sigstop@1;payment.charge.before=stall(2000)%0.5"
+ *
+ * Actions: `sigkill` (the process dies at once: a crash), `sigstop` (the process freezes, as in a GC
+ * pause or a VM freeze, until someone sends SIGCONT), `stall(ms)` (this request pauses), `throw` (a
+ * transient error at that point). `@N` fires on the Nth hit only; `%p` fires with probability p.
+ * Disabled, a failpoint costs one Map lookup on an empty map.
+ */
+export const FAILPOINT_NAMES = [
+  'local.after-claim',
+  'local.after-write',
+  'local.before-commit',
+  'local.after-commit',
+  'payment.tx1.before-commit',
+  'payment.tx1.after-commit',
+  'payment.charge.before',
+  'payment.charge.after',
+  'payment.tx2.before',
+  'payment.tx2.after',
+  'payment.takeover',
+  'payment.resume',
+  'purge.batch',
+  'recoverer.takeover',
+] as const;
+export type FailpointName = (typeof FAILPOINT_NAMES)[number];
+
+const actionSchema = z.union([
+  z.literal('sigkill'),
+  z.literal('sigstop'),
+  z.literal('throw'),
+  z.string().regex(/^stall\(\d{1,7}\)$/, 'stall(<ms>)'),
+]);
+
+interface Failpoint {
+  action: z.infer<typeof actionSchema>;
+  /** Fire on this hit only (1-based). */
+  nth?: number;
+  probability?: number;
+  hits: number;
+}
+
+const active = new Map<string, Failpoint>();
+
+/** The transient error a `throw` failpoint raises: answered 503 with Retry-After, like a real one. */
+export class FailpointError extends ServiceUnavailable {
+  constructor(name: string) {
+    super(`failpoint ${name}: injected transient error`);
+  }
+}
+
+/** Parses a FAILPOINTS specification; throws with a message naming the bad entry. */
+export function parseFailpoints(spec: string): Map<string, Failpoint> {
+  const parsed = new Map<string, Failpoint>();
+  for (const entry of spec
+    .split(';')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    const m = /^([a-z0-9.-]+)=([a-z]+(?:\(\d+\))?)(?:@(\d+))?(?:%([01](?:\.\d+)?))?$/.exec(entry);
+    if (!m) throw new Error(`FAILPOINTS: cannot read "${entry}" (name=action[@N][%p])`);
+    const [, name, action, nth, probability] = m;
+    if (!(FAILPOINT_NAMES as readonly string[]).includes(name))
+      throw new Error(`FAILPOINTS: unknown failpoint "${name}" (known: ${FAILPOINT_NAMES.join(', ')})`);
+    const checked = actionSchema.safeParse(action);
+    if (!checked.success) throw new Error(`FAILPOINTS: unknown action "${action}" for ${name}`);
+    parsed.set(name, {
+      action: checked.data,
+      nth: nth ? Number(nth) : undefined,
+      probability: probability ? Number(probability) : undefined,
+      hits: 0,
+    });
+  }
+  return parsed;
+}
+
+/** Replaces the active set (start-up from FAILPOINTS, or the test-only control route). */
+export function setFailpoints(spec: string): void {
+  const parsed = parseFailpoints(spec);
+  active.clear();
+  for (const [name, fp] of parsed) active.set(name, fp);
+}
+
+/** The refusal of CONTRACT-level configuration: failpoints never run in production. */
+export function failpointsRefused(env: NodeJS.ProcessEnv): string | undefined {
+  if (env.NODE_ENV !== 'production') return undefined;
+  if (env.FAILPOINTS) return 'FAILPOINTS: never allowed with NODE_ENV=production';
+  if (env.FAILPOINTS_CONTROL) return 'FAILPOINTS_CONTROL: never allowed with NODE_ENV=production';
+  return undefined;
+}
+
+/** A named point of the flow: does nothing unless a failpoint of this name is active. */
+export async function failpoint(name: FailpointName): Promise<void> {
+  if (active.size === 0) return;
+  const fp = active.get(name);
+  if (!fp) return;
+  fp.hits += 1;
+  if (fp.nth !== undefined && fp.hits !== fp.nth) return;
+  if (fp.probability !== undefined && Math.random() >= fp.probability) return;
+  if (fp.action === 'sigkill') process.kill(process.pid, 'SIGKILL');
+  else if (fp.action === 'sigstop') process.kill(process.pid, 'SIGSTOP');
+  else if (fp.action === 'throw') throw new FailpointError(name);
+  else await sleep(Number(/\d+/.exec(fp.action)?.[0] ?? 0));
+}
