@@ -1,18 +1,222 @@
+import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
+
 /**
- * The per-user caps of CONTRACT section 5 as SQL, written once for every statement that checks them
- * (the Mode A claim, the Mode B claim, and the lookup of which cap refused). Each count stops at its
- * cap (LIMIT), so a user with many records costs no more than the cap to check. Arguments are SQL
- * expressions: bound parameters or escaped literals.
+ * The per-user caps of CONTRACT section 5, strict and O(1) in the number of keys a user holds.
+ *
+ * In flight: a user has IDEMPOTENCY_MAX_IN_FLIGHT slot rows (idempotency_slots). A claim takes a
+ * free one with FOR UPDATE SKIP LOCKED inside its transaction, so concurrent claims never share one
+ * and none waits for another: a Mode A request holds its slot's row lock until it commits (its
+ * PROCESSING record is invisible to others until then, which is why counting records could not be
+ * strict); a Mode B record also writes itself as the slot's holder, so the slot stays taken while
+ * the record is PROCESSING, across its commit, a crash and a takeover, until the statement that
+ * takes the record out of PROCESSING gives the slot back.
+ *
+ * Retained: each slot row counts the records claimed through it, decremented when a record is
+ * purged or deleted; the cap reads the SUM over the user's slot rows (at most MAX_IN_FLIGHT rows).
+ * The counter includes expired records not purged yet, so it can only over-count: below the cap it
+ * admits at once; at or above it, the exact count of unexpired records decides (bounded by LIMIT),
+ * so an expired key never refuses anyone.
  */
-export const inFlightCount = (userScope: string, maxInFlight: string) =>
-  `(SELECT count(*) FROM (SELECT 1 FROM idempotency_records WHERE user_scope = ${userScope} AND status = 'PROCESSING'
-        LIMIT ${maxInFlight}) p)`;
 
-export const retainedCount = (userScope: string, maxRetained: string) =>
-  `(SELECT count(*) FROM (SELECT 1 FROM idempotency_records WHERE user_scope = ${userScope} AND expires_at > now()
-        LIMIT ${maxRetained}) r)`;
+export type Cap = 'in-flight' | 'retained';
 
-/** True while the user is under both caps: the condition of the claim's INSERT ... SELECT. */
-export const withinCaps = (userScope: string, maxRetained: string, maxInFlight: string) =>
-  `${retainedCount(userScope, maxRetained)} < ${maxRetained}
-  AND ${inFlightCount(userScope, maxInFlight)} < ${maxInFlight}`;
+/**
+ * A slot row (alias s) is free when no Mode B record holds it. The holder is cleared in the same
+ * statement that takes its record out of PROCESSING (lease.ts), so the row itself tells, and a
+ * concurrent claim that re-checks a row updated under it (READ COMMITTED re-evaluates the condition
+ * on the newest row version) sees the holder. A holder whose record is visibly no longer PROCESSING
+ * also counts as free (a stale holder heals); one whose record is not visible yet is busy.
+ */
+const SLOT_IS_FREE = `(s.holder IS NULL OR EXISTS (
+      SELECT 1 FROM idempotency_records h WHERE h.scope_key = s.holder AND h.status <> 'PROCESSING'))`;
+
+export interface ClaimValues {
+  scopeKey: string;
+  requestHash: string;
+  userScope: string;
+  operation: string;
+  ttlSeconds: number;
+  maxInFlight: number;
+  maxRetained: number;
+  /** Mode B: the lease owner and length; the record then holds its slot while PROCESSING. */
+  lease?: { owner: string; seconds: number };
+}
+
+export type ClaimResult = { claimed: true; slot: number } | { claimed: false; cap: Cap | null };
+
+/** Exact count of the user's unexpired records, stopping at the cap (the slow path, near the cap). */
+const exactRetained = (user: string, max: string) =>
+  `(SELECT count(*) FROM (SELECT 1 FROM idempotency_records WHERE user_scope = ${user} AND expires_at > now()
+        LIMIT ${max}) r)`;
+
+/**
+ * The claim as one statement (values as escaped literals, for the caller's multi-statement round
+ * trip): a free slot, room under the retained cap, the record's insert (ON CONFLICT DO NOTHING: one
+ * of any number of concurrent requests inserts), and the slot's counter and holder.
+ */
+export function claimStatement(sequelize: Sequelize, v: ClaimValues): string {
+  const lit = (x: string) => sequelize.escape(x);
+  const user = lit(v.userScope);
+  const key = lit(v.scopeKey);
+  const cap = String(Math.floor(v.maxInFlight));
+  const maxRetained = String(Math.floor(v.maxRetained));
+  const leaseColumns = v.lease ? ', owner_token, lease_until' : '';
+  const leaseValues = v.lease
+    ? `, ${lit(v.lease.owner)}, now() + make_interval(secs => ${Number(v.lease.seconds)})`
+    : '';
+  return `WITH free AS (
+  SELECT s.slot FROM idempotency_slots s
+  WHERE s.user_scope = ${user} AND s.slot <= ${cap}
+    AND ${SLOT_IS_FREE}
+  ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED),
+total AS (
+  SELECT COALESCE(sum(retained), 0)::int AS n, (count(*) FILTER (WHERE slot <= ${cap}))::int AS slots
+  FROM idempotency_slots WHERE user_scope = ${user}),
+room AS (
+  SELECT CASE WHEN total.n < ${maxRetained} THEN true ELSE ${exactRetained(user, maxRetained)} < ${maxRetained} END AS ok
+  FROM total),
+ins AS (
+  INSERT INTO idempotency_records (scope_key, request_hash, status, user_scope, operation, expires_at, slot${leaseColumns})
+  SELECT ${key}, ${lit(v.requestHash)}, 'PROCESSING', ${user}, ${lit(v.operation)},
+         now() + make_interval(secs => ${Number(v.ttlSeconds)}), free.slot${leaseValues}
+  FROM free, room WHERE room.ok
+  ON CONFLICT (scope_key) DO NOTHING
+  RETURNING slot),
+bump AS (
+  UPDATE idempotency_slots s SET retained = s.retained + 1${v.lease ? `, holder = ${key}` : ''}
+  FROM ins WHERE s.user_scope = ${user} AND s.slot = ins.slot
+  RETURNING 1)
+SELECT (SELECT slot FROM ins) AS claimed, (SELECT slot FROM free) AS free, (SELECT slots FROM total) AS slots,
+       (SELECT ok FROM room) AS room, (SELECT count(*) FROM bump) AS bumped;`;
+}
+
+interface ClaimRow {
+  claimed: number | null;
+  free: number | null;
+  slots: number;
+  room: boolean | null;
+}
+
+/**
+ * Runs a claim (with `before`/`after` statements in the same round trip, e.g. SET LOCAL and a
+ * SAVEPOINT) and reads what happened. A user's first claim creates their slot rows, committed on
+ * their own so that concurrent first claims never wait on each other, then claims again.
+ */
+export async function runClaim(
+  sequelize: Sequelize,
+  t: Transaction,
+  values: ClaimValues,
+  wrap: { before?: string; after?: string } = {},
+): Promise<ClaimResult> {
+  const sql = `${wrap.before ?? ''}\n${claimStatement(sequelize, values)}\n${wrap.after ?? ''}`;
+  for (let attempt = 0; ; attempt++) {
+    const rows = await sequelize.query<ClaimRow>(sql, { transaction: t, type: QueryTypes.SELECT });
+    const row = rows.find((r) => r && 'claimed' in r);
+    if (!row) throw new Error('claim statement returned no row');
+    if (row.claimed !== null) return { claimed: true, slot: Number(row.claimed) };
+    if (row.free === null && Number(row.slots) < values.maxInFlight && attempt === 0) {
+      await createSlots(sequelize, values.userScope, values.maxInFlight);
+      continue;
+    }
+    if (row.free === null) return { claimed: false, cap: 'in-flight' };
+    if (row.room === false) return { claimed: false, cap: 'retained' };
+    return { claimed: false, cap: null };
+  }
+}
+
+/**
+ * Users whose slot rows this process has created or seen: a claim's transaction must not need a
+ * second pooled connection to create them (under a full pool that would wait on itself), so they
+ * are made before the transaction opens, once per user and process. Bounded: forgotten wholesale
+ * past 100,000 users (creating them again is a no-op insert).
+ */
+export class SlotRows {
+  private readonly known = new Set<string>();
+  constructor(
+    private readonly sequelize: Sequelize,
+    private readonly maxInFlight: number,
+  ) {}
+
+  async ensure(userScope: string): Promise<void> {
+    if (this.known.has(userScope)) return;
+    await createSlots(this.sequelize, userScope, this.maxInFlight);
+    if (this.known.size >= 100000) this.known.clear();
+    this.known.add(userScope);
+  }
+}
+
+/** The user's slot rows 1..cap, committed at once (outside the claim's transaction). */
+async function createSlots(sequelize: Sequelize, userScope: string, cap: number): Promise<void> {
+  await sequelize.query(
+    // Only the missing rows: inserting over an existing row whose counter a running claim has
+    // updated would wait for that claim's transaction (the unique check waits on its new version).
+    `INSERT INTO idempotency_slots (user_scope, slot)
+     SELECT $1::varchar, g FROM generate_series(1, $2::int) g
+     WHERE NOT EXISTS (SELECT 1 FROM idempotency_slots s WHERE s.user_scope = $1::varchar AND s.slot = g)
+     ON CONFLICT DO NOTHING`,
+    { bind: [userScope, cap] },
+  );
+}
+
+/**
+ * A resume turns a FAILED_RETRYABLE record back into PROCESSING: it takes a free slot like a claim
+ * (same transaction), as holder. false: the user is at the in-flight cap.
+ */
+export async function takeSlot(
+  sequelize: Sequelize,
+  t: Transaction,
+  userScope: string,
+  scopeKey: string,
+  maxInFlight: number,
+): Promise<boolean> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const rows = await sequelize.query<{ slot: number }>(
+      `WITH free AS (
+         SELECT s.slot FROM idempotency_slots s
+         WHERE s.user_scope = $1 AND s.slot <= $2
+           AND ${SLOT_IS_FREE}
+         ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED)
+       UPDATE idempotency_slots s SET holder = $3 FROM free WHERE s.user_scope = $1 AND s.slot = free.slot
+       RETURNING s.slot`,
+      { bind: [userScope, maxInFlight, scopeKey], transaction: t, type: QueryTypes.SELECT },
+    );
+    if (rows.length === 1) return true;
+    if (attempt === 0) await createSlots(sequelize, userScope, maxInFlight);
+  }
+  return false;
+}
+
+/**
+ * Deletes records and gives their count back to their slots, in one statement. `where` selects the
+ * candidates (SQL over idempotency_records r, with $-parameters from `bind`); records whose slot row
+ * another transaction holds are skipped (never waited for) and left for later.
+ */
+export async function deleteRecords(
+  sequelize: Sequelize,
+  where: string,
+  bind: unknown[],
+  limit: number,
+): Promise<number> {
+  const rows = await sequelize.query<{ n: string }>(
+    `WITH candidates AS (
+       SELECT r.scope_key, r.user_scope, r.slot FROM idempotency_records r
+       WHERE ${where} ORDER BY r.expires_at LIMIT ${Math.floor(limit)} FOR UPDATE SKIP LOCKED),
+     slots AS (
+       SELECT s.user_scope, s.slot FROM idempotency_slots s
+       WHERE (s.user_scope, s.slot) IN (SELECT user_scope, slot FROM candidates)
+       FOR UPDATE SKIP LOCKED),
+     gone AS (
+       DELETE FROM idempotency_records r USING candidates c
+       WHERE r.scope_key = c.scope_key
+         AND (c.slot IS NULL OR (c.user_scope, c.slot) IN (SELECT user_scope, slot FROM slots))
+       RETURNING c.user_scope, c.slot),
+     counted AS (
+       UPDATE idempotency_slots s SET retained = GREATEST(0, s.retained - g.n)
+       FROM (SELECT user_scope, slot, count(*) AS n FROM gone WHERE slot IS NOT NULL GROUP BY 1, 2) g
+       WHERE s.user_scope = g.user_scope AND s.slot = g.slot
+       RETURNING 1)
+     SELECT (SELECT count(*) FROM gone) AS n, (SELECT count(*) FROM counted) AS counted`,
+    { bind, type: QueryTypes.SELECT },
+  );
+  return Number(rows[0]?.n ?? 0);
+}

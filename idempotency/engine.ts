@@ -4,12 +4,12 @@ import { isDatabaseBusy, isLockNotAvailable } from '../core/db-errors.js';
 import { processing } from '../core/envelope.js';
 import { Conflict, ServiceUnavailable, TooManyRequests } from '../core/errors.js';
 import { failpoint } from '../core/failpoints.js';
+import { type Cap, type ClaimResult, SlotRows } from './caps.js';
 import { LeaseStore } from './lease.js';
 import type { Outcome, Reply } from './outcome.js';
 import type { Placeholder } from './placeholder.js';
 import {
   type ClaimRequest,
-  capExceeded,
   claimLocal,
   deleteExpired,
   finishLocal,
@@ -43,7 +43,10 @@ export interface EngineSettings extends Limits {
 }
 
 /** Why a claim inserted nothing: a record is there, an expired one was just deleted, or a cap. */
-export type LostClaim = { kind: 'found'; record: StoredRecord } | { kind: 'expired' } | { kind: 'limited' };
+export type LostClaim =
+  | { kind: 'found'; record: StoredRecord }
+  | { kind: 'expired' }
+  | { kind: 'limited'; cap: Cap };
 
 const POLL_MS = 25;
 
@@ -55,6 +58,7 @@ const POLL_MS = 25;
  */
 export class IdempotencyEngine {
   readonly leases: LeaseStore;
+  readonly slotRows: SlotRows;
 
   constructor(
     private readonly sequelize: Sequelize,
@@ -63,6 +67,7 @@ export class IdempotencyEngine {
     private readonly placeholder?: Placeholder,
   ) {
     this.leases = new LeaseStore(sequelize, cipher, settings.leaseMs, settings);
+    this.slotRows = new SlotRows(sequelize, settings.maxInFlight);
   }
 
   /**
@@ -81,6 +86,7 @@ export class IdempotencyEngine {
     if (existing && !existing.expired) return this.answerDuplicate(req, existing, signal);
 
     const deadline = Date.now() + this.settings.waitMs;
+    await this.slotRows.ensure(req.userScope);
     const heldPlaceholder = await this.placeholder?.acquire(req.scopeKey);
     try {
       let waitMs = this.settings.waitMs;
@@ -112,21 +118,23 @@ export class IdempotencyEngine {
     signal?: AbortSignal,
   ): Promise<Outcome | undefined> {
     const t = await this.sequelize.transaction();
-    let claimed: boolean;
+    let claim: ClaimResult;
     try {
-      claimed = await claimLocal(this.sequelize, t, req, { ...this.settings, waitMs });
+      claim = await claimLocal(this.sequelize, t, req, { ...this.settings, waitMs });
     } catch (err) {
       await t.rollback().catch(() => {});
       // Waited the whole bound on a duplicate's uncommitted record: it is still running.
       if (isLockNotAvailable(err)) return this.inFlight(req, null);
       throw err;
     }
-    if (claimed) await failpoint('local.after-claim');
-    if (!claimed) {
+    if (claim.claimed) await failpoint('local.after-claim');
+    if (!claim.claimed) {
       await t.rollback();
-      const lost = await this.whyNotClaimed(req);
+      const lost = await this.whyNotClaimed(req, claim.cap);
       if (lost.kind === 'expired') return undefined;
-      return lost.kind === 'limited' ? this.limited(req) : this.answerDuplicate(req, lost.record, signal);
+      return lost.kind === 'limited'
+        ? this.limited(lost.cap)
+        : this.answerDuplicate(req, lost.record, signal);
     }
 
     let result: LocalResult;
@@ -163,9 +171,9 @@ export class IdempotencyEngine {
    * A claim inserted nothing: the record that was there instead, or (none at all) a per-user cap. An
    * expired record is deleted so the key can be used afresh.
    */
-  async whyNotClaimed(req: ClaimRequest): Promise<LostClaim> {
+  async whyNotClaimed(req: ClaimRequest, cap: Cap | null): Promise<LostClaim> {
     const existing = await readRecord(this.sequelize, req.scopeKey);
-    if (!existing) return { kind: 'limited' };
+    if (!existing) return { kind: 'limited', cap: cap ?? 'in-flight' };
     if (existing.expired && existing.status !== 'PROCESSING') {
       await deleteExpired(this.sequelize, req.scopeKey);
       return { kind: 'expired' };
@@ -205,8 +213,7 @@ export class IdempotencyEngine {
   }
 
   /** No conflicting record, yet the insert did not happen: a per-user cap refused it. */
-  async limited(req: ClaimRequest): Promise<Outcome> {
-    const cap = await capExceeded(this.sequelize, req.userScope, this.settings);
+  limited(cap: Cap): Outcome {
     const error =
       cap === 'in-flight'
         ? new TooManyRequests('too_many_in_flight', 'Too many requests in progress for this user', 1)

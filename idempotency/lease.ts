@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
-import { withinCaps } from './caps.js';
+import { type Cap, runClaim, takeSlot } from './caps.js';
 import type { Reply } from './outcome.js';
 import type { ClaimRequest, Limits } from './record-store.js';
 import type { ResponseCipher } from './response-cipher.js';
@@ -31,32 +31,28 @@ export class LeaseStore {
     private readonly limits: Limits,
   ) {}
 
-  /** Tx 1: inserts the PROCESSING record with a fresh lease; undefined when the key or a cap said no. */
-  async claim(t: Transaction, req: ClaimRequest): Promise<Lease | undefined> {
+  /**
+   * Tx 1: inserts the PROCESSING record with a fresh lease and takes an in-flight slot as its holder
+   * (caps.ts); or says which cap refused (null: a record of this key is there).
+   */
+  async claim(t: Transaction, req: ClaimRequest): Promise<{ lease: Lease } | { cap: Cap | null }> {
     const owner = newOwnerToken();
-    const inserted = await this.sequelize.query(
-      `INSERT INTO idempotency_records (scope_key, request_hash, status, user_scope, operation, expires_at, owner_token, lease_until)
-       SELECT $1::varchar, $2::varchar, 'PROCESSING', $3::varchar, $4::varchar, now() + make_interval(secs => $5::float8),
-              $6::varchar, now() + make_interval(secs => $7::float8)
-       WHERE ${withinCaps('$3::varchar', '$8::int', '$9::int')}
-       ON CONFLICT (scope_key) DO NOTHING RETURNING 1`,
-      {
-        bind: [
-          req.scopeKey,
-          req.requestHash,
-          req.userScope,
-          req.operation,
-          req.ttlHours * 3600,
-          owner,
-          this.leaseMs / 1000,
-          this.limits.maxRetained,
-          this.limits.maxInFlight,
-        ],
-        transaction: t,
-        type: QueryTypes.SELECT,
-      },
-    );
-    return inserted.length === 1 ? { scopeKey: req.scopeKey, owner } : undefined;
+    const result = await runClaim(this.sequelize, t, {
+      scopeKey: req.scopeKey,
+      requestHash: req.requestHash,
+      userScope: req.userScope,
+      operation: req.operation,
+      ttlSeconds: req.ttlHours * 3600,
+      maxInFlight: this.limits.maxInFlight,
+      maxRetained: this.limits.maxRetained,
+      lease: { owner, seconds: this.leaseMs / 1000 },
+    });
+    return result.claimed ? { lease: { scopeKey: req.scopeKey, owner } } : { cap: result.cap };
+  }
+
+  /** A resume makes a FAILED_RETRYABLE record PROCESSING again: it needs an in-flight slot too. */
+  takeSlot(t: Transaction, userScope: string, scopeKey: string): Promise<boolean> {
+    return takeSlot(this.sequelize, t, userScope, scopeKey, this.limits.maxInFlight);
   }
 
   /** Tx 1: the record points at the resource it is about (so a takeover finds it). */
@@ -74,10 +70,10 @@ export class LeaseStore {
     status: 'SUCCEEDED' | 'FAILED_FINAL',
     reply: Reply,
   ): Promise<boolean> {
-    const [, updated] = await this.sequelize.query(
-      `UPDATE idempotency_records SET status = $3, http_status = $4, response_body = $5, owner_token = NULL,
+    const rows = await this.sequelize.query<{ n: string }>(
+      leaveProcessing(`UPDATE idempotency_records SET status = $3, http_status = $4, response_body = $5, owner_token = NULL,
               lease_until = NULL, updated_at = now()
-       WHERE scope_key = $1 AND owner_token = $2 AND status = 'PROCESSING'`,
+       WHERE scope_key = $1 AND owner_token = $2 AND status = 'PROCESSING' RETURNING user_scope`),
       {
         bind: [
           lease.scopeKey,
@@ -87,10 +83,10 @@ export class LeaseStore {
           sealReply(this.cipher, lease.scopeKey, reply),
         ],
         transaction: t,
-        type: QueryTypes.UPDATE,
+        type: QueryTypes.SELECT,
       },
     );
-    return updated === 1;
+    return Number(rows[0]?.n) === 1;
   }
 
   /**
@@ -141,12 +137,13 @@ export class LeaseStore {
    * false: fenced off (someone took the lease over and owns the outcome now).
    */
   async markRetryable(lease: Lease, t?: Transaction): Promise<boolean> {
-    const [, updated] = await this.sequelize.query(
-      `UPDATE idempotency_records SET status = 'FAILED_RETRYABLE', owner_token = NULL, lease_until = NULL, updated_at = now()
-       WHERE scope_key = $1 AND owner_token = $2 AND status = 'PROCESSING'`,
-      { bind: [lease.scopeKey, lease.owner], transaction: t, type: QueryTypes.UPDATE },
+    const rows = await this.sequelize.query<{ n: string }>(
+      leaveProcessing(`UPDATE idempotency_records SET status = 'FAILED_RETRYABLE', owner_token = NULL, lease_until = NULL,
+              updated_at = now()
+       WHERE scope_key = $1 AND owner_token = $2 AND status = 'PROCESSING' RETURNING user_scope`),
+      { bind: [lease.scopeKey, lease.owner], transaction: t, type: QueryTypes.SELECT },
     );
-    return updated === 1;
+    return Number(rows[0]?.n) === 1;
   }
 
   /**
@@ -169,6 +166,18 @@ export class LeaseStore {
       { bind: [operation, limit], type: QueryTypes.SELECT },
     );
   }
+}
+
+/**
+ * A record leaves PROCESSING (`update` names it as $1 and returns its user_scope): in the same
+ * statement its in-flight slot is given back (holder cleared), so the slot row itself says it is
+ * free. Returns how many records were updated (0: fenced off).
+ */
+function leaveProcessing(update: string): string {
+  return `WITH done AS (${update}),
+  freed AS (UPDATE idempotency_slots s SET holder = NULL FROM done
+            WHERE s.user_scope = done.user_scope AND s.holder = $1 RETURNING 1)
+  SELECT (SELECT count(*) FROM done) AS n, (SELECT count(*) FROM freed) AS freed`;
 }
 
 function newOwnerToken(): string {

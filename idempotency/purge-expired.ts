@@ -1,5 +1,6 @@
-import { QueryTypes, type Sequelize } from 'sequelize';
+import type { Sequelize } from 'sequelize';
 import { failpoint } from '../core/failpoints.js';
+import { deleteRecords } from './caps.js';
 
 /**
  * Deletes expired, finished records in small batches (short transactions, no long locks), skipping
@@ -10,16 +11,13 @@ export async function purgeExpired(sequelize: Sequelize, batchSize = 500, maxBat
   let total = 0;
   for (let i = 0; i < maxBatches; i++) {
     await failpoint('purge.batch');
-    const rows = await sequelize.query<{ n: string }>(
-      `WITH doomed AS (
-         SELECT scope_key FROM idempotency_records
-         WHERE expires_at < now() AND status <> 'PROCESSING'
-         ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-       , gone AS (DELETE FROM idempotency_records r USING doomed d WHERE r.scope_key = d.scope_key RETURNING 1)
-       SELECT count(*) AS n FROM gone`,
-      { bind: [batchSize], type: QueryTypes.SELECT },
+    // Records whose slot row a running claim holds are skipped and picked up by a later batch.
+    const n = await deleteRecords(
+      sequelize,
+      `r.expires_at < now() AND r.status <> 'PROCESSING'`,
+      [],
+      batchSize,
     );
-    const n = Number(rows[0]?.n ?? 0);
     total += n;
     if (n < batchSize) break;
   }

@@ -4,6 +4,7 @@ import { isLockNotAvailable } from '../core/db-errors.js';
 import type { DomainError } from '../core/errors.js';
 import { failpoint } from '../core/failpoints.js';
 import type { Identity } from '../core/identity.js';
+import type { Cap } from '../idempotency/caps.js';
 import type { IdempotentRequest } from '../idempotency/engine.js';
 import type { Lease } from '../idempotency/lease.js';
 import type { Reply } from '../idempotency/outcome.js';
@@ -35,7 +36,7 @@ export type Claim =
    * a stalled instance): our bounded wait for it ended. */
   | { kind: 'key_in_flight' }
   /** No record inserted and none there: a per-user cap refused it. */
-  | { kind: 'limited' }
+  | { kind: 'limited'; cap: Cap }
   /** An expired record was deleted, or a concurrent request created the payment first: claim again. */
   | { kind: 'again' };
 
@@ -55,17 +56,23 @@ export async function claimPayment(
 ): Promise<Claim> {
   const { leases } = deps.engine;
   let claim: Claim | undefined;
+  let refusedBy: Cap | null = null;
+  await deps.engine.slotRows.ensure(req.userScope);
   try {
     claim = await inTransaction<Claim | undefined>(deps.sequelize, async (t) => {
-      let lease: Lease | undefined;
+      let claimed: Awaited<ReturnType<typeof leases.claim>>;
       try {
-        lease = await leases.claim(t, req);
+        claimed = await leases.claim(t, req);
       } catch (err) {
         // lock_timeout on our own key's uncommitted record: its request is in flight (202).
         if (isLockNotAvailable(err)) return { rollback: { kind: 'key_in_flight' } };
         throw err;
       }
-      if (!lease) return { rollback: undefined };
+      if (!('lease' in claimed)) {
+        refusedBy = claimed.cap;
+        return { rollback: undefined };
+      }
+      const { lease } = claimed;
       const prepared = await preparePayment(t, auth, input);
       if (prepared.kind === 'refused') {
         await leases.finish(t, lease, 'FAILED_FINAL', failureReply(prepared.error));
@@ -97,6 +104,6 @@ export async function claimPayment(
     throw err;
   }
   if (claim) return claim;
-  const lost = await deps.engine.whyNotClaimed(req);
+  const lost = await deps.engine.whyNotClaimed(req, refusedBy);
   return lost.kind === 'expired' ? { kind: 'again' } : lost;
 }

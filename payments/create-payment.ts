@@ -57,7 +57,7 @@ export async function createPayment(
       case 'key_in_flight':
         return deps.engine.inFlight(req, null);
       case 'limited':
-        return deps.engine.limited(req);
+        return deps.engine.limited(claim.cap);
       case 'found': {
         const continued = await continueAttempt(deps, req, claim.record, signal);
         if (continued) return continued;
@@ -88,7 +88,8 @@ async function continueAttempt(
   let lease: Lease | undefined;
   let first: 'query' | 'resume' = 'query';
   if (record.status === 'FAILED_RETRYABLE') {
-    const resumption = await resumePayment(deps, req.scopeKey, resourceId);
+    const resumption = await resumePayment(deps, req, resourceId);
+    if (resumption.kind === 'limited') return deps.engine.limited('in-flight');
     if (resumption.kind === 'final') return replayed(resumption.reply);
     if (resumption.kind === 'in_flight') return deps.engine.inFlight(req, resourceId);
     if (resumption.kind === 'moved') return undefined;

@@ -30,16 +30,25 @@ export type Resumption =
   /** Another executor is at work on it. */
   | { kind: 'in_flight' }
   /** The record moved on meanwhile: look again. */
-  | { kind: 'moved' };
+  | { kind: 'moved' }
+  /** The user is at the in-flight cap: this resume would be one more PROCESSING record. */
+  | { kind: 'limited' };
 
 /**
  * A retry with the same key finds its record FAILED_RETRYABLE (the last attempt certainly charged
  * nothing). The payment decides: resumable → take the mark and the record together (one winner);
  * final → this key gets the final answer; PROCESSING without the mark → someone resumed it first.
  */
-export function resumePayment(deps: PaymentDeps, scopeKey: string, paymentId: string): Promise<Resumption> {
+export function resumePayment(
+  deps: PaymentDeps,
+  scope: { scopeKey: string; userScope: string },
+  paymentId: string,
+): Promise<Resumption> {
+  const { scopeKey, userScope } = scope;
   return inTransaction<Resumption>(deps.sequelize, async (t) => {
     if (await takeResume(t, paymentId)) {
+      if (!(await deps.engine.leases.takeSlot(t, userScope, scopeKey)))
+        return { rollback: { kind: 'limited' } };
       const lease = await deps.engine.leases.takeOver(scopeKey, null, t);
       return lease ? { commit: { kind: 'resumed', lease } } : { rollback: { kind: 'moved' } };
     }

@@ -17,9 +17,10 @@ import {
 const USER = '830000001';
 
 /**
- * Committed PROCESSING records of another operation for the user (what live payment leases look
- * like: Mode A's own PROCESSING rows are never committed). Lease in the future, so no recoverer
- * takes them over; removed by the test afterwards (the purge never touches PROCESSING rows).
+ * Committed PROCESSING records of another operation for the user, each holding an in-flight slot
+ * (what live payment leases look like: Mode A's own PROCESSING rows are never committed). Lease in
+ * the future, so no recoverer takes them over; removed by the test afterwards (the purge never
+ * touches PROCESSING rows).
  */
 async function insertLeases(tenant: string, n: number): Promise<string[]> {
   const keys: string[] = [];
@@ -31,12 +32,19 @@ async function insertLeases(tenant: string, n: number): Promise<string[]> {
        VALUES ($1, $2, 'PROCESSING', $3, 'payments.create', $4, now() + interval '1 hour', now() + interval '1 day')`,
       [key, '0'.repeat(64), userScope(tenant, USER), randomBytes(32).toString('hex')],
     );
+    await sql(
+      `INSERT INTO idempotency_slots (user_scope, slot, holder) VALUES ($1, $2, $3)
+       ON CONFLICT (user_scope, slot) DO UPDATE SET holder = EXCLUDED.holder`,
+      [userScope(tenant, USER), i + 1, key],
+    );
     keys.push(key);
   }
   return keys;
 }
 
+/** The leases end (as Tx 2 would end them: the record leaves PROCESSING and gives its slot back). */
 async function deleteRecords(scopeKeys: string[]): Promise<void> {
+  await sql('UPDATE idempotency_slots SET holder = NULL WHERE holder = ANY($1)', [scopeKeys]);
   await sql('DELETE FROM idempotency_records WHERE scope_key = ANY($1)', [scopeKeys]);
 }
 

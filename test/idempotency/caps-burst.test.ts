@@ -1,0 +1,116 @@
+// Issue 10, defect 3: the in-flight cap is strict across instances. Before the slots, the cap was
+// counted inside the claim statement, so a burst of one user's keys all passed (30 at once → 30
+// admitted; Mode A never counted at all, its PROCESSING rows being uncommitted).
+import { expect } from 'chai';
+import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
+import { type HttpResult, http } from '../support/http.js';
+import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
+import { startInstancesInParallel } from '../support/parallel-instances.js';
+import { createOrder, pay, payUntilFinal, shortLeaseEnv } from '../support/payment-calls.js';
+import { assertPaymentInvariants } from '../support/payment-invariants.js';
+import type { Instance } from '../support/processes.js';
+import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
+
+describe('in-flight cap: strict for a burst of one user over 3 instances', function () {
+  this.timeout(120000);
+  let db: IsolatedDatabase;
+  let slot: GatewaySlot;
+  let instances: Instance[];
+
+  before(async () => {
+    db = await createIsolatedDatabase('burst');
+    slot = await startGatewaySlot();
+    await slot.simulator();
+    // Payments stay PROCESSING for the gateway's 3 s latency (the time-out fits twice in the lease);
+    // a Mode A order stays in its transaction for 3 s after its write (a stall failpoint).
+    instances = await startInstancesInParallel(
+      3,
+      shortLeaseEnv(db.url, slot.url, {
+        IDEMPOTENCY_LEASE_MS: '12000',
+        GATEWAY_TIMEOUT_MS: '4000',
+        IDEMPOTENCY_WAIT_MS: '1000',
+        DB_POOL_MAX: '25',
+        RECOVERER_INTERVAL_MS: '60000',
+        FAILPOINTS_CONTROL: '1',
+      }),
+    );
+  });
+  after(async () => {
+    await Promise.all((instances ?? []).map((i) => i.stop()));
+    await slot?.close();
+    await db?.drop();
+  });
+
+  const failpoints = (spec: string) =>
+    Promise.all(instances.map((i) => fetch(`${i.url}/__failpoints`, { method: 'PUT', body: spec })));
+
+  function expect429(res: HttpResult) {
+    expect(res.body.code, res.text).to.equal(42901);
+    expect(res.headers.get('retry-after')).to.match(/^[1-9][0-9]*$/);
+  }
+
+  it('when one user sends 30 payment keys at once over 3 instances, then at most 20 are admitted, the rest get 429 42901 with Retry-After, and every one is paid once afterwards', async () => {
+    const tenant = uniqueTenant('burst');
+    const auth = bearer(tenant, '870000001');
+    const bodies = Array.from({ length: 30 }, (_, i) => ({ merchantOrderNo: `mo-${i}`, amount: '4.00' }));
+    for (const b of bodies) await createOrder(instances[0].url, auth, b.merchantOrderNo, b.amount);
+    await slot.client.setFaults({ latencyMs: 3000 });
+    const keys = bodies.map(() => idempotencyKey());
+    const burst = await Promise.all(bodies.map((b, i) => pay(instances[i % 3].url, auth, keys[i], b)));
+    await slot.client.setFaults({});
+
+    const refused = burst.filter((r) => r.status === 429);
+    const admitted = burst.filter((r) => r.status !== 429);
+    for (const r of refused) expect429(r);
+    for (const r of admitted) expect([201, 202], r.text).to.include(r.status);
+    expect(admitted.length, 'admitted').to.be.at.most(20);
+    expect(refused.length, 'refused').to.be.at.least(10);
+
+    const finals = await Promise.all(
+      bodies.map((b, i) =>
+        payUntilFinal(
+          instances.map((x) => x.url),
+          auth,
+          keys[i],
+          b,
+          { retryable: [202, 429, 503], deadlineMs: 60000 },
+        ),
+      ),
+    );
+    for (const { final } of finals) expect(final.status, final.text).to.equal(201);
+    const payments = await assertPaymentInvariants(db.sequelize, () => slot.ledger(), tenant);
+    expect(payments.filter((p) => p.status === 'SUCCEEDED')).to.have.length(30);
+  });
+
+  it('when one user sends 30 order keys at once while each write is held in its transaction, then at most IDEMPOTENCY_MAX_IN_FLIGHT (20) run together, the rest get 429, and all are created afterwards', async () => {
+    const tenant = uniqueTenant('burstA');
+    const auth = bearer(tenant, '870000002');
+    await failpoints('local.after-write=stall(3000)');
+    try {
+      const keys = Array.from({ length: 30 }, () => idempotencyKey());
+      const send = (i: number) =>
+        http('POST', '/api/v1/orders', {
+          baseUrl: instances[i % 3].url,
+          headers: { ...auth, 'Idempotency-Key': keys[i] },
+          body: { merchantOrderNo: `mo-${i}`, amount: '2.00' },
+        });
+      const burst = await Promise.all(keys.map((_, i) => send(i)));
+      const refused = burst.filter((r) => r.status === 429);
+      for (const r of refused) expect429(r);
+      expect(burst.filter((r) => r.status === 201).length, 'admitted').to.be.at.most(20);
+      expect(refused.length, 'refused').to.be.at.least(10);
+      await failpoints('');
+      for (let i = 0; i < keys.length; i++) {
+        if (burst[i].status === 201) continue;
+        const again = await send(i);
+        expect(again.status, again.text).to.equal(201);
+      }
+      const [rows] = await db.sequelize.query('SELECT count(*)::int AS n FROM orders WHERE tenant_id = $1', {
+        bind: [tenant],
+      });
+      expect((rows as Array<{ n: number }>)[0].n).to.equal(30);
+    } finally {
+      await failpoints('');
+    }
+  });
+});
