@@ -50,6 +50,11 @@ export type LostClaim =
 
 const POLL_MS = 25;
 
+/** The stored record is of this same request (its digest, or its fp1 digest for an older record). */
+export function sameRequest(req: ClaimRequest, found: StoredRecord): boolean {
+  return found.requestHash === req.requestHash || (!!req.legacyHash && found.requestHash === req.legacyHash);
+}
+
 /**
  * The idempotency protocol of CONTRACT section 5 on PostgreSQL. It knows no HTTP and no tRPC: it
  * stores and replays the replies the layer above gives it, and answers duplicates, waits and caps.
@@ -188,7 +193,7 @@ export class IdempotencyEngine {
 
   /** Same scope seen again: compare fingerprints, then replay, or wait for the one in flight. */
   async answerDuplicate(req: IdempotentRequest, found: StoredRecord, signal?: AbortSignal): Promise<Outcome> {
-    if (found.requestHash !== req.requestHash) {
+    if (!sameRequest(req, found)) {
       const error = new Conflict('key_reused', 'Idempotency-Key was already used with a different request');
       return { kind: 'mismatch', error };
     }

@@ -1,7 +1,13 @@
 import { createHmac } from 'node:crypto';
 
-/** Bumped whenever a rule below changes, so old and new instances never compare unlike digests. */
-export const NORMALISATION_VERSION = 'fp1';
+/**
+ * Bumped whenever a rule below changes, so old and new instances never compare unlike digests.
+ * fp1: keys sorted, defaults applied, amounts canonical, non-business fields left out.
+ * fp2: as fp1, and a member whose value is null counts as absent (`description: null` and no
+ * description are one request: CONTRACT section 3), and every string is Unicode NFC (a name typed
+ * as "é" or as "e" + combining accent is one request).
+ */
+export const NORMALISATION_VERSION = 'fp2';
 
 export interface FingerprintInput {
   method: string;
@@ -33,8 +39,28 @@ export function normaliseMediaType(header: string | undefined): string {
   return (header ?? 'application/json').split(';')[0].trim().toLowerCase() || 'application/json';
 }
 
-/** The normalised body: non-business fields removed, keys sorted. */
+/** fp2's value rules: null members dropped (null = absent), strings in NFC, at every level. */
+function normaliseValue(value: unknown): unknown {
+  if (typeof value === 'string') return value.normalize('NFC');
+  if (Array.isArray(value)) return value.map(normaliseValue);
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+      if (v === null || v === undefined) continue;
+      out[k.normalize('NFC')] = normaliseValue(v);
+    }
+    return out;
+  }
+  return value;
+}
+
+/** The normalised body of fp2: fp1's, after null members are dropped and strings put in NFC. */
 export function normaliseBody(body: unknown, nonBusiness: readonly string[] = []): string {
+  return normaliseBodyV1(normaliseValue(body), nonBusiness);
+}
+
+/** The normalised body of fp1: non-business fields removed, keys sorted. */
+export function normaliseBodyV1(body: unknown, nonBusiness: readonly string[] = []): string {
   if (body && typeof body === 'object' && !Array.isArray(body)) {
     const copy: Record<string, unknown> = { ...(body as Record<string, unknown>) };
     for (const field of nonBusiness) delete copy[field];
@@ -48,8 +74,22 @@ export function normaliseBody(body: unknown, nonBusiness: readonly string[] = []
  * newline-joined: JSON string encoding escapes newlines, so no two inputs share a message.
  */
 export function fingerprint(key: string, input: FingerprintInput): string {
+  return digest(key, NORMALISATION_VERSION, input, normaliseBody(input.body, input.nonBusiness));
+}
+
+/**
+ * The fp1 digest of the same request. Records written before fp2 hold fp1 digests; a retry of such
+ * a record is the same request when its fp1 digest matches. Sound: two bodies equal under fp1 are
+ * equal under fp2 too (fp2 only merges more), so accepting an fp1 match never lets a different
+ * request through; it only keeps old records answering their retries after an upgrade.
+ */
+export function fingerprintV1(key: string, input: FingerprintInput): string {
+  return digest(key, 'fp1', input, normaliseBodyV1(input.body, input.nonBusiness));
+}
+
+function digest(key: string, version: string, input: FingerprintInput, body: string): string {
   const parts = [
-    NORMALISATION_VERSION,
+    version,
     input.method.toUpperCase(),
     input.path,
     normaliseMediaType(input.mediaType),
@@ -57,6 +97,6 @@ export function fingerprint(key: string, input: FingerprintInput): string {
     input.tenantId,
     input.userId,
   ].map((p) => JSON.stringify(p));
-  parts.push(normaliseBody(input.body, input.nonBusiness));
+  parts.push(body);
   return createHmac('sha256', key).update(parts.join('\n')).digest('hex');
 }

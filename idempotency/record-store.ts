@@ -5,6 +5,8 @@ import { type ClaimResult, deleteRecords, runClaim } from './caps.js';
 export interface ClaimRequest {
   scopeKey: string;
   requestHash: string;
+  /** The same request's digest under the previous normalisation (fp1): old records still match it. */
+  legacyHash?: string;
   userScope: string;
   operation: string;
   ttlHours: number;

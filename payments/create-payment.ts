@@ -1,7 +1,7 @@
 import { ServiceUnavailable } from '../core/errors.js';
 import { failpoint } from '../core/failpoints.js';
 import type { Identity } from '../core/identity.js';
-import type { IdempotentRequest } from '../idempotency/engine.js';
+import { type IdempotentRequest, sameRequest } from '../idempotency/engine.js';
 import type { Lease } from '../idempotency/lease.js';
 import type { Outcome, Reply } from '../idempotency/outcome.js';
 import type { StoredRecord } from '../idempotency/record-store.js';
@@ -83,7 +83,7 @@ async function continueAttempt(
   signal?: AbortSignal,
 ): Promise<Outcome | undefined> {
   const { resourceId } = record;
-  if (record.requestHash !== req.requestHash || !resourceId)
+  if (!sameRequest(req, record) || !resourceId)
     return deps.engine.answerDuplicate(req, record, signal);
   let lease: Lease | undefined;
   let first: 'query' | 'resume' = 'query';

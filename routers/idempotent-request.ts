@@ -2,7 +2,7 @@ import type { OpenApiMeta } from 'trpc-to-openapi';
 import type { Config } from '../core/config.js';
 import { fillTemplate } from '../core/path-template.js';
 import type { IdempotentRequest } from '../idempotency/engine.js';
-import { fingerprint } from '../idempotency/fingerprint.js';
+import { type FingerprintInput, fingerprint, fingerprintV1 } from '../idempotency/fingerprint.js';
 import { scopeKey, userScope } from '../idempotency/key.js';
 import type { AuthedContext } from './context.js';
 
@@ -32,22 +32,24 @@ export function idempotentRequest(
   const path = fillTemplate(def.openapi.path, (name) =>
     encodeURIComponent(String(fieldOf(body, name) ?? '')),
   );
+  const fields: FingerprintInput = {
+    method: def.openapi.method,
+    path,
+    mediaType: ctx.headers['content-type'],
+    apiVersion: /^\/api\/(v\d+)\//.exec(path)?.[1] ?? 'v1',
+    tenantId,
+    userId,
+    body,
+    nonBusiness: def.nonBusiness,
+  };
   return {
     scopeKey: scopeKey(tenantId, userId, operation, key),
     userScope: userScope(tenantId, userId),
     operation,
     ttlHours: def.ttlHours?.(config) ?? config.IDEMPOTENCY_TTL_HOURS,
     location,
-    requestHash: fingerprint(config.IDEMPOTENCY_HMAC_KEY, {
-      method: def.openapi.method,
-      path,
-      mediaType: ctx.headers['content-type'],
-      apiVersion: /^\/api\/(v\d+)\//.exec(path)?.[1] ?? 'v1',
-      tenantId,
-      userId,
-      body,
-      nonBusiness: def.nonBusiness,
-    }),
+    requestHash: fingerprint(config.IDEMPOTENCY_HMAC_KEY, fields),
+    legacyHash: fingerprintV1(config.IDEMPOTENCY_HMAC_KEY, fields),
   };
 }
 

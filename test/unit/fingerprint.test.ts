@@ -4,6 +4,7 @@ import {
   canonicalJson,
   type FingerprintInput,
   fingerprint,
+  fingerprintV1,
   NORMALISATION_VERSION,
   normaliseBody,
   normaliseMediaType,
@@ -26,23 +27,40 @@ const ORDER: Omit<FingerprintInput, 'body'> = {
 function orderDigest(raw: unknown, over: Partial<FingerprintInput> = {}): string {
   return fingerprint(KEY, { ...ORDER, body: createOrderInput.parse(raw), ...over });
 }
+/** The same under the previous rules (fp1), which records written before fp2 hold. */
+function orderDigestV1(raw: unknown): string {
+  return fingerprintV1(KEY, { ...ORDER, body: createOrderInput.parse(raw) });
+}
 
 describe('unit: fingerprint golden vectors (a change of rules needs a new NORMALISATION_VERSION)', () => {
-  it('when the normalisation version is read, then it is fp1 (the vectors below belong to it)', () => {
-    expect(NORMALISATION_VERSION).to.equal('fp1');
+  it('when the normalisation version is read, then it is fp2 (the fp1 vectors below stay for older records)', () => {
+    expect(NORMALISATION_VERSION).to.equal('fp2');
   });
 
-  it('when an order {mo-1, 10} is fingerprinted, then the fixed digest', () => {
+  it('when an order {mo-1, 10} is fingerprinted, then the fixed digest of fp2, and of fp1', () => {
     expect(orderDigest({ merchantOrderNo: 'mo-1', amount: 10 })).to.equal(
+      'e066d16c0367bfec79ffeb9adf412954833e8f2d375d870631276b6d0721433d',
+    );
+    expect(orderDigestV1({ merchantOrderNo: 'mo-1', amount: 10 })).to.equal(
       'd121d2535eb1e4effa42f0a4f1afaeb35126ece4f1b49b81840138691326d4d3',
     );
+  });
+
+  it('when description is null or absent, then fp2 gives one digest (fp1 gave two: the defect)', () => {
+    const absent = { merchantOrderNo: 'mo-1', amount: 10 };
+    const nulled = { ...absent, description: null };
+    expect(orderDigest(nulled)).to.equal(orderDigest(absent));
+    expect(orderDigestV1(nulled)).to.equal(
+      '36027d44e28ab024d2926f6a17c31ca558450ebcfd49e1888485b86d7ff0cc11',
+    );
+    expect(orderDigestV1(nulled)).to.not.equal(orderDigestV1(absent));
   });
 
   it('when the first vector is recomputed by hand from the documented message, then it matches', () => {
     // version, method, path, media type, API version, tenant, user: each JSON-encoded, newline-joined,
     // then the canonical body (defaults applied, keys sorted, amount canonical).
     const message = [
-      '"fp1"',
+      '"fp2"',
       '"POST"',
       '"/api/v1/orders"',
       '"application/json"',
@@ -53,29 +71,40 @@ describe('unit: fingerprint golden vectors (a change of rules needs a new NORMAL
     ].join('\n');
     const byHand = createHmac('sha256', KEY).update(message).digest('hex');
     expect(orderDigest({ merchantOrderNo: 'mo-1', amount: 10 })).to.equal(byHand);
+    const v1 = createHmac('sha256', KEY).update(message.replace('"fp2"', '"fp1"')).digest('hex');
+    expect(orderDigestV1({ merchantOrderNo: 'mo-1', amount: 10 })).to.equal(v1);
   });
 
   it('when an order with currency and description is fingerprinted, then the fixed digest', () => {
-    expect(
-      orderDigest({ merchantOrderNo: 'mo-2', amount: '0.5', currency: 'EUR', description: 'Two words' }),
-    ).to.equal('394f00928d31b579120f6c9295f80056b39b269cd7084e10d10f52f898d83189');
+    const body = { merchantOrderNo: 'mo-2', amount: '0.5', currency: 'EUR', description: 'Two words' };
+    expect(orderDigest(body)).to.equal('3f0f1ba36346a0fad43c9b4dfa9940102e944ce3a730b45e4c210f808cf908c3');
+    expect(orderDigestV1(body)).to.equal('394f00928d31b579120f6c9295f80056b39b269cd7084e10d10f52f898d83189');
   });
 
-  it('when a users PATCH with a non-ASCII name and a charset parameter is fingerprinted, then the fixed digest', () => {
-    const digest = fingerprint(KEY, {
+  it('when a users PATCH with a non-ASCII name and a charset parameter is fingerprinted, then the fixed digest; NFC and NFD spellings are one request under fp2 only', () => {
+    const patch = (name: string): FingerprintInput => ({
       method: 'PATCH',
       path: '/api/v1/users/7',
       mediaType: 'application/json; charset=utf-8',
       apiVersion: 'v1',
       tenantId: 'acme',
       userId: '900000001',
-      body: { name: 'Zoë', age: 30 },
+      body: { name, age: 30 },
     });
-    expect(digest).to.equal('d68bbb41064802ea09ced2404b882e8167ddde39f5bea93d7ec080a62ee78827');
+    const nfc = patch('Zo\u00eb');
+    const nfd = patch('Zoe\u0308');
+    expect(fingerprint(KEY, nfc)).to.equal(
+      '5334433d5c9433f0fa205a3fe5ad2306c24d38e4fa30a5d4c6897fed440ff1fb',
+    );
+    expect(fingerprint(KEY, nfd)).to.equal(fingerprint(KEY, nfc));
+    expect(fingerprintV1(KEY, nfc)).to.equal(
+      'd68bbb41064802ea09ced2404b882e8167ddde39f5bea93d7ec080a62ee78827',
+    );
+    expect(fingerprintV1(KEY, nfd)).to.not.equal(fingerprintV1(KEY, nfc));
   });
 
   it('when a DELETE without a Content-Type is fingerprinted, then the fixed digest', () => {
-    const digest = fingerprint(KEY, {
+    const digest = fingerprintV1(KEY, {
       method: 'DELETE',
       path: '/api/v1/users/7',
       mediaType: undefined,

@@ -1,0 +1,72 @@
+// Issue 10, defect 7: the same request under one key was a 40901 (description null vs absent; a name
+// in NFC vs NFD). Both failed before fp2.
+import { expect } from 'chai';
+import { fingerprintV1 } from '../../idempotency/fingerprint.js';
+import { http } from '../support/http.js';
+import { TEST_ENV } from '../support/server.js';
+import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
+import { adminOf } from '../support/users.js';
+import { sql } from './support.js';
+
+describe('fingerprint fp2 over HTTP: the same request is never a 40901', () => {
+  it('when an order is retried with description null after it was sent without one (and back), then the retry replays', async () => {
+    const tenant = uniqueTenant();
+    const headers = { ...bearer(tenant, '880000001'), 'Idempotency-Key': idempotencyKey() };
+    const first = await http('POST', '/api/v1/orders', {
+      headers,
+      body: { merchantOrderNo: 'mo-n', amount: 4 },
+    });
+    expect(first.status, first.text).to.equal(201);
+    const nulled = await http('POST', '/api/v1/orders', {
+      headers,
+      body: { merchantOrderNo: 'mo-n', amount: '4.00', description: null },
+    });
+    expect(nulled.status, nulled.text).to.equal(201);
+    expect(nulled.headers.get('idempotent-replayed')).to.equal('true');
+    expect(nulled.body).to.deep.equal(first.body);
+  });
+
+  it('when a user is created with a name in NFC and retried in NFD, then the retry replays', async () => {
+    const tenant = uniqueTenant();
+    const headers = { ...adminOf(tenant), 'Idempotency-Key': idempotencyKey() };
+    const first = await http('POST', '/api/v1/users', { headers, body: { name: 'Zo\u00eb', age: 30 } });
+    expect(first.status, first.text).to.equal(201);
+    const again = await http('POST', '/api/v1/users', { headers, body: { name: 'Zoe\u0308', age: 30 } });
+    expect(again.status, again.text).to.equal(201);
+    expect(again.headers.get('idempotent-replayed')).to.equal('true');
+    expect(again.body).to.deep.equal(first.body);
+  });
+
+  it('when a record was written under fp1 (before the upgrade), then its retry still replays, and another body is still 40901', async () => {
+    const tenant = uniqueTenant();
+    const user = '880000002';
+    const key = idempotencyKey();
+    const headers = { ...bearer(tenant, user), 'Idempotency-Key': key };
+    const body = { merchantOrderNo: 'mo-v1', amount: 6 };
+    const first = await http('POST', '/api/v1/orders', { headers, body });
+    expect(first.status).to.equal(201);
+    // Rewrite the stored digest to what fp1 computed for this request.
+    const v1 = fingerprintV1(TEST_ENV.IDEMPOTENCY_HMAC_KEY, {
+      method: 'POST',
+      path: '/api/v1/orders',
+      mediaType: 'application/json',
+      apiVersion: 'v1',
+      tenantId: tenant,
+      userId: user,
+      body: { merchantOrderNo: 'mo-v1', amount: '6.00', currency: 'USD' },
+      nonBusiness: ['traceId'],
+    });
+    const [updated] = await sql<{ n: number }>(
+      `WITH u AS (UPDATE idempotency_records SET request_hash = $2 WHERE scope_key = $1 RETURNING 1)
+       SELECT count(*)::int AS n FROM u`,
+      [`${tenant}:${user}:orders.create:${key}`, v1],
+    );
+    expect(updated.n).to.equal(1);
+    const again = await http('POST', '/api/v1/orders', { headers, body });
+    expect(again.status, again.text).to.equal(201);
+    expect(again.headers.get('idempotent-replayed')).to.equal('true');
+    const other = await http('POST', '/api/v1/orders', { headers, body: { ...body, amount: 7 } });
+    expect(other.status).to.equal(409);
+    expect(other.body.code).to.equal(40901);
+  });
+});
