@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { signToken } from '../../routers/auth/jwt.js';
@@ -76,7 +77,18 @@ const INSTANCE_ENV = (databaseUrl: string, gatewayUrl: string): Record<string, s
   RECOVERER_INTERVAL_MS: String(LIMITS.recovererIntervalMs),
   IDEMPOTENCY_MAX_IN_FLIGHT: String(LIMITS.maxInFlight),
   DB_POOL_MAX: '6',
+  FAILPOINTS_CONTROL: '1',
 });
+
+/** Failpoints the schedule sets on one instance for a while (core/failpoints.ts). */
+const FAILPOINT_FAULTS = [
+  'payment.tx1.before-commit=sigstop@1',
+  'payment.charge.after=sigkill@1',
+  'payment.tx2.before=sigkill@1',
+  'local.after-write=stall(800)%0.5',
+  'payment.tx2.before=throw%0.5',
+  'local.before-commit=sigkill@2',
+] as const;
 
 /** One instance slot: the process that serves it now (replaced after a SIGKILL), and its state. */
 interface Slot {
@@ -238,6 +250,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           [
             'sigkill',
             'sigstop',
+            'failpoint',
+            'failpoint',
             'gateway-5xx',
             'gateway-latency',
             'gateway-timeout-after-charge',
@@ -274,6 +288,27 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           slot.stopped = false;
           slot.epoch++;
           fault('sigcont', index);
+        } else if (kind === 'failpoint' && !slot.dead && !slot.stopped) {
+          const spec = rnd.pick(FAILPOINT_FAULTS);
+          // The instance may freeze, die or stall at any moment of the window: its requests are
+          // disturbed (not bounded) until the window ends.
+          slot.stopped = true;
+          slot.epoch++;
+          fault('failpoint', index, spec);
+          await fetch(`${slot.instance.url}/__failpoints`, { method: 'PUT', body: spec }).catch(() => {});
+          await sleep(hold);
+          if (processState(slot.instance.pid) === 'T') {
+            process.kill(slot.instance.pid, 'SIGCONT');
+            fault('sigcont', index, 'frozen by its failpoint');
+          }
+          if (slot.instance.child.exitCode !== null || slot.instance.child.signalCode !== null) {
+            fault('restart', index, 'killed by its failpoint');
+            slot.instance = await startInstance(env);
+          } else {
+            await fetch(`${slot.instance.url}/__failpoints`, { method: 'PUT', body: '' }).catch(() => {});
+          }
+          slot.stopped = false;
+          slot.epoch++;
         } else if (kind === 'db-connections-dropped') {
           fault(kind);
           await admin.query(
@@ -324,7 +359,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
 
     // --- heal, then let every client finish ----------------------------------------------------------
     await gateway.client.setFaults({});
-    for (const slot of slots) if (slot.stopped) process.kill(slot.instance.pid, 'SIGCONT');
+    for (const slot of slots)
+      if (processState(slot.instance.pid) === 'T') process.kill(slot.instance.pid, 'SIGCONT');
     await sleep(LIMITS.leaseMs + 4 * LIMITS.recovererIntervalMs);
     const deadline = Date.now() + 60000;
     for (const c of clients) {
@@ -392,6 +428,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     }
     await admin.end().catch(() => {});
     await gateway.close();
+  }
+}
+
+/** The process state letter from /proc (T: stopped), or '?' once it is gone. */
+function processState(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] ?? '?';
+  } catch {
+    return '?';
   }
 }
 
