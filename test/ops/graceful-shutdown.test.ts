@@ -6,7 +6,8 @@ import { createGatewayClient } from '../../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../../gateway/simulator.js';
 import type { GatewayClient } from '../../gateway/types.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
-import { createOrder, pay } from '../support/payment-calls.js';
+import { createOrder } from '../support/orders.js';
+import { pay } from '../support/payment-calls.js';
 import { killAll, startInstance } from '../support/processes.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { http } from '../support/http.js';
-import { createOrder, pay } from '../support/payment-calls.js';
+import { createOrder } from '../support/orders.js';
+import { pay } from '../support/payment-calls.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 

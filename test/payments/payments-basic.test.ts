@@ -1,21 +1,13 @@
 import { expect } from 'chai';
 import { http } from '../support/http.js';
+import { createOrder } from '../support/orders.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
-
-async function newOrder(auth: Record<string, string>, merchantOrderNo: string, amount = '25.00') {
-  const res = await http('POST', '/api/v1/orders', {
-    headers: { ...auth, 'Idempotency-Key': idempotencyKey() },
-    body: { merchantOrderNo, amount },
-  });
-  expect(res.status).to.equal(201);
-  return res.body.data;
-}
 
 describe('payments: basic outcomes (in-process gateway simulator)', () => {
   it('when an order is paid, then 201 SUCCEEDED, order PAID, and a retry replays the same payment', async () => {
     const tenant = uniqueTenant();
     const auth = bearer(tenant, '800000001');
-    const order = await newOrder(auth, 'mo-1');
+    const order = await createOrder(undefined, auth, 'mo-1');
     const headers = { ...auth, 'Idempotency-Key': idempotencyKey() };
     const first = await http('POST', '/api/v1/payments', {
       headers,
@@ -68,7 +60,7 @@ describe('payments: basic outcomes (in-process gateway simulator)', () => {
 
   it('when the amount differs from the order, then 400', async () => {
     const auth = bearer(uniqueTenant(), '800000003');
-    await newOrder(auth, 'mo-x', '10.00');
+    await createOrder(undefined, auth, 'mo-x', '10.00');
     const res = await http('POST', '/api/v1/payments', {
       headers: { ...auth, 'Idempotency-Key': idempotencyKey() },
       body: { merchantOrderNo: 'mo-x', amount: 11 },

@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { OrderDto } from '../../routers/orders/orders.schema.js';
 import { type HttpResult, http } from './http.js';
 import { idempotencyKey } from './tokens.js';
 import { trpcClient } from './trpc-client.js';
@@ -8,22 +7,6 @@ export interface PaymentRequest {
   merchantOrderNo: string;
   amount: string | number;
   currency?: string;
-}
-
-/** An order to pay, created over REST on the given instance; returns its transfer object. */
-export async function createOrder(
-  baseUrl: string,
-  auth: Record<string, string>,
-  merchantOrderNo: string,
-  amount = '25.00',
-): Promise<OrderDto> {
-  const res = await http('POST', '/api/v1/orders', {
-    baseUrl,
-    headers: { ...auth, 'Idempotency-Key': idempotencyKey() },
-    body: { merchantOrderNo, amount },
-  });
-  if (res.status !== 201) throw new Error(`createOrder: ${res.status} ${res.text}`);
-  return res.body.data;
 }
 
 /** POST /api/v1/payments with an Idempotency-Key. */
