@@ -8,6 +8,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { Charge, ChargeOutcome, Faults, GatewayClient, Ledger, QueryOutcome, Refund } from './types.js';
+import { chargeSchema, faultsSchema, ledgerSchema, refundSchema } from './wire.js';
 
 export type { ChargeOutcome, GatewayClient, QueryOutcome } from './types.js';
 
@@ -26,9 +27,6 @@ type Sent =
   | { ok: true; status: number; text: string }
   | { ok: false; failure: 'refused' | 'timeout' | 'reset' };
 
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
-
 function parseJson(text: string): unknown {
   try {
     return JSON.parse(text);
@@ -39,12 +37,8 @@ function parseJson(text: string): unknown {
 
 /** A charge as the contract shapes it, or undefined: a half-formed 200 must never pass for a charge. */
 function toCharge(body: unknown): Charge | undefined {
-  if (!isObject(body)) return undefined;
-  const { paymentNo, chargeId, amount, currency, status } = body;
-  if (typeof paymentNo !== 'string' || typeof chargeId !== 'string' || typeof amount !== 'string')
-    return undefined;
-  if (typeof currency !== 'string' || (status !== 'SUCCEEDED' && status !== 'DECLINED')) return undefined;
-  return { paymentNo, chargeId, amount, currency, status };
+  const parsed = chargeSchema.safeParse(body);
+  return parsed.success ? parsed.data : undefined;
 }
 
 /** ECONNREFUSED comes only from connect(), so nothing was sent. With several addresses (e.g. "localhost")
@@ -171,21 +165,24 @@ export function createGatewayClient(opts: { baseUrl: string; timeoutMs: number }
     },
 
     async refund(paymentNo, chargeId): Promise<Refund> {
-      const body = await expectOk('refund', await send('POST', '/refunds', { paymentNo, chargeId }));
-      if (!isObject(body) || typeof body.refundId !== 'string' || body.chargeId !== chargeId)
+      const body = refundSchema.safeParse(
+        await expectOk('refund', await send('POST', '/refunds', { paymentNo, chargeId })),
+      );
+      if (!body.success || body.data.chargeId !== chargeId)
         throw new GatewayError('gateway refund failed: unexpected answer');
-      return { paymentNo, chargeId, refundId: body.refundId };
+      return { paymentNo, chargeId, refundId: body.data.refundId };
     },
 
     async ledger(): Promise<Ledger> {
-      const body = await expectOk('ledger', await send('GET', '/ledger'));
-      if (!isObject(body) || !Array.isArray(body.charges) || !Array.isArray(body.refunds))
-        throw new GatewayError('gateway ledger failed: unexpected answer');
-      return body as unknown as Ledger;
+      const body = ledgerSchema.safeParse(await expectOk('ledger', await send('GET', '/ledger')));
+      if (!body.success) throw new GatewayError('gateway ledger failed: unexpected answer');
+      return body.data;
     },
 
     async setFaults(faults: Faults): Promise<Faults> {
-      return (await expectOk('setFaults', await send('PUT', '/faults', faults))) as Faults;
+      const body = faultsSchema.safeParse(await expectOk('setFaults', await send('PUT', '/faults', faults)));
+      if (!body.success) throw new GatewayError('gateway setFaults failed: unexpected answer');
+      return body.data;
     },
 
     async close(): Promise<void> {

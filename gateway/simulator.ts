@@ -3,7 +3,9 @@
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import type { z } from 'zod';
 import type { Charge, Faults, Ledger, Refund } from './types.js';
+import { chargeRequestSchema, faultsSchema, firstProblem, refundRequestSchema } from './wire.js';
 
 export interface GatewaySimulator {
   url: string;
@@ -12,9 +14,6 @@ export interface GatewaySimulator {
 }
 
 const MAX_BODY_BYTES = 64 * 1024;
-const RATE_FAULTS = ['errorRate', 'timeoutAfterChargeRate', 'resetAfterChargeRate', 'declineRate'] as const;
-const AMOUNT = /^\d{1,12}(\.\d{1,2})?$/;
-const CURRENCY = /^[A-Z]{3}$/;
 
 class HttpError extends Error {
   constructor(
@@ -25,50 +24,14 @@ class HttpError extends Error {
   }
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
 const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
 const hit = (rate: number | undefined) => rate !== undefined && rate > 0 && Math.random() < rate;
 
-/** "10", "10.5" and "10.50" are one amount: store it with two decimals, as the contract renders amounts. */
-function canonicalAmount(raw: string): string {
-  const [int, frac = ''] = raw.split('.');
-  return `${BigInt(int).toString()}.${frac.padEnd(2, '0')}`;
-}
-
-function parseCharge(body: unknown): { paymentNo: string; amount: string; currency: string } {
-  if (!isObject(body)) throw new HttpError(400, 'body must be a JSON object');
-  const { paymentNo, amount, currency } = body;
-  if (typeof paymentNo !== 'string' || paymentNo.length < 1 || paymentNo.length > 100)
-    throw new HttpError(400, 'paymentNo must be a string of 1..100 characters');
-  if (typeof amount !== 'string' || !AMOUNT.test(amount) || /^[0.]+$/.test(amount))
-    throw new HttpError(400, 'amount must be a positive decimal string such as "10.00"');
-  if (typeof currency !== 'string' || !CURRENCY.test(currency))
-    throw new HttpError(400, 'currency must be 3 upper-case letters');
-  return { paymentNo, amount: canonicalAmount(amount), currency };
-}
-
-/** Validates a whole fault set; unknown fields are refused so that a typo never silently disables a fault. */
-function parseFaults(body: unknown): Faults {
-  if (!isObject(body)) throw new HttpError(400, 'faults must be a JSON object');
-  const faults: Faults = {};
-  for (const [key, value] of Object.entries(body)) {
-    if ((RATE_FAULTS as readonly string[]).includes(key)) {
-      if (typeof value !== 'number' || !(value >= 0 && value <= 1))
-        throw new HttpError(400, `${key} must be a number between 0 and 1`);
-      faults[key as (typeof RATE_FAULTS)[number]] = value;
-    } else if (key === 'latencyMs') {
-      if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 60000)
-        throw new HttpError(400, 'latencyMs must be an integer between 0 and 60000');
-      faults.latencyMs = value;
-    } else if (key === 'ignoreIdempotencyKey') {
-      if (typeof value !== 'boolean') throw new HttpError(400, 'ignoreIdempotencyKey must be a boolean');
-      faults.ignoreIdempotencyKey = value;
-    } else {
-      throw new HttpError(400, `unknown fault: ${key.slice(0, 50)}`);
-    }
-  }
-  return faults;
+/** A request body checked against its wire schema: 400 with the first problem otherwise. */
+function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw new HttpError(400, firstProblem(parsed.error));
+  return parsed.data;
 }
 
 async function readJson(req: http.IncomingMessage): Promise<unknown> {
@@ -125,7 +88,7 @@ export async function startGatewaySimulator(
     });
 
   async function postCharge(req: http.IncomingMessage, res: http.ServerResponse) {
-    const input = parseCharge(await readJson(req));
+    const input = parse(chargeRequestSchema, await readJson(req));
     if (req.headers['idempotency-key'] !== input.paymentNo)
       throw new HttpError(400, 'Idempotency-Key header must equal paymentNo');
     // One snapshot per request: a PUT /faults arriving meanwhile must not change this request half-way.
@@ -152,10 +115,7 @@ export async function startGatewaySimulator(
   }
 
   async function postRefund(req: http.IncomingMessage, res: http.ServerResponse) {
-    const body = await readJson(req);
-    if (!isObject(body) || typeof body.paymentNo !== 'string' || typeof body.chargeId !== 'string')
-      throw new HttpError(400, 'body must be {paymentNo, chargeId} with string values');
-    const { paymentNo, chargeId } = body;
+    const { paymentNo, chargeId } = parse(refundRequestSchema, await readJson(req));
     const charge = ledger.charges.find((c) => c.paymentNo === paymentNo && c.chargeId === chargeId);
     if (!charge) throw new HttpError(404, 'no such charge');
     if (charge.status === 'DECLINED') throw new HttpError(409, 'a declined charge has nothing to refund');
@@ -198,7 +158,7 @@ export async function startGatewaySimulator(
     }
     if (path === '/faults') {
       only('GET', 'PUT');
-      if (method === 'PUT') faults = parseFaults(await readJson(req));
+      if (method === 'PUT') faults = parse(faultsSchema, await readJson(req));
       return send(res, 200, faults);
     }
     if (path === '/ledger') {
