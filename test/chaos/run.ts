@@ -40,7 +40,7 @@ const firstSeed = args.values.seed ?? randomBytes(4).readUInt32BE() % 1000000;
 const budgetMs = minutes * 60000;
 // One schedule is at most 60 s of faults; several seeds fill the minutes asked for.
 const perSeedMs = Math.min(60000, budgetMs);
-const seeds = args.values.seeds ?? Math.max(1, Math.round(budgetMs / (perSeedMs + 15000)));
+const seeds = args.values.seeds ?? 0;
 
 const embedded = process.env.DATABASE_URL
   ? undefined
@@ -54,9 +54,12 @@ const totals = {
 };
 const started = Date.now();
 let failed: ChaosReport | undefined;
+let ran = 0;
 try {
-  for (let i = 0; i < seeds && !failed; i++) {
+  // --seeds N runs exactly N seeds; otherwise seeds run until the minutes asked for are used.
+  for (let i = 0; (args.values.seeds ? i < seeds : i === 0 || Date.now() - started < budgetMs) && !failed; i++) {
     const seed = firstSeed + i;
+    ran += 1;
     const db = await scratchDatabase(server, `chaos_${seed}`);
     try {
       console.log(`seed ${seed}: ${perSeedMs / 1000} s of faults`);
@@ -82,7 +85,7 @@ try {
 } finally {
   await embedded?.stop();
 }
-console.log(`\n${seeds} seed(s) from ${firstSeed}, ${((Date.now() - started) / 60000).toFixed(1)} min`);
+console.log(`\n${ran} seed(s) from ${firstSeed}, ${((Date.now() - started) / 60000).toFixed(1)} min`);
 console.log(`requests: ${totals.requests}`);
 console.log(`faults injected: ${JSON.stringify(totals.faults)}`);
 console.log('invariants checked:');

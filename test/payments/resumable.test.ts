@@ -187,6 +187,35 @@ describe('payments: resumable after "not charged" (CONTRACT section 3), owned by
     expect(again.status).to.equal(200);
   });
 
+  it('when an executor got a 5xx but stalled past its lease while another took over and charged, then the stale executor answers from the record (the final payment), not 503', async () => {
+    const stale = await startInstance(
+      shortLeaseEnv(db.url, slot.url, {
+        FAILPOINTS: 'payment.charge.after=stall(2500)@1',
+        RECOVERER_INTERVAL_MS: '60000',
+      }),
+    );
+    try {
+      const tenant = uniqueTenant('fence');
+      const auth = bearer(tenant, '820000004');
+      await createOrder(base, auth, 'mo-f', '6.00');
+      const body = { merchantOrderNo: 'mo-f', amount: '6.00' };
+      const key = idempotencyKey();
+      await slot.client.setFaults({ errorRate: 1 });
+      const first = pay(stale.url, auth, key, body); // 5xx, then stalls before recording "not charged"
+      await sleep(400);
+      await slot.client.setFaults({});
+      // Its lease (1.5 s) ends while it stalls; a retry elsewhere takes over and charges.
+      const taken = await payUntilFinal(base, auth, key, body, { pauseMs: 200 });
+      expect(taken.final.status, taken.final.text).to.equal(201);
+      const late = await first;
+      expect(late.status, late.text).to.equal(201);
+      expect(late.body.data).to.deep.equal(taken.final.body.data);
+      expect(await chargesOf(taken.final.body.data.paymentNo)).to.have.length(1);
+    } finally {
+      await stale.stop();
+    }
+  });
+
   it('when the gateway rejects a charge with a 4xx, then 503 (not 500), nothing charged, and the payment is resumable', async () => {
     const rejecting = http.createServer((req, res) => {
       req.resume();
