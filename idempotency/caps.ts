@@ -54,8 +54,8 @@ const exactRetained = (user: string, max: string) =>
  * trip): a free slot, room under the retained cap, the record's insert (ON CONFLICT DO NOTHING: one
  * of any number of concurrent requests inserts), and the slot's counter and holder.
  */
-export function claimStatement(sequelize: Sequelize, v: ClaimValues): string {
-  const lit = (x: string) => sequelize.escape(x);
+export function claimStatement(escape: (value: string) => string, v: ClaimValues): string {
+  const lit = escape;
   const user = lit(v.userScope);
   const key = lit(v.scopeKey);
   const cap = String(Math.floor(v.maxInFlight));
@@ -108,7 +108,7 @@ export async function runClaim(
   values: ClaimValues,
   wrap: { before?: string; after?: string } = {},
 ): Promise<ClaimResult> {
-  const sql = `${wrap.before ?? ''}\n${claimStatement(sequelize, values)}\n${wrap.after ?? ''}`;
+  const sql = `${wrap.before ?? ''}\n${claimStatement((x) => sequelize.escape(x), values)}\n${wrap.after ?? ''}`;
   for (let attempt = 0; ; attempt++) {
     const rows = await sequelize.query<ClaimRow>(sql, { transaction: t, type: QueryTypes.SELECT });
     const row = rows.find((r) => r && 'claimed' in r);
@@ -197,8 +197,16 @@ export async function deleteRecords(
   bind: unknown[],
   limit: number,
 ): Promise<number> {
-  const rows = await sequelize.query<{ n: string }>(
-    `WITH candidates AS (
+  const rows = await sequelize.query<{ n: string }>(deleteRecordsStatement(where, limit), {
+    bind,
+    type: QueryTypes.SELECT,
+  });
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** The statement of deleteRecords (the benchmark EXPLAINs it). */
+export function deleteRecordsStatement(where: string, limit: number): string {
+  return `WITH candidates AS (
        SELECT r.scope_key, r.user_scope, r.slot FROM idempotency_records r
        WHERE ${where} ORDER BY r.expires_at LIMIT ${Math.floor(limit)} FOR UPDATE SKIP LOCKED),
      slots AS (
@@ -215,8 +223,5 @@ export async function deleteRecords(
        FROM (SELECT user_scope, slot, count(*) AS n FROM gone WHERE slot IS NOT NULL GROUP BY 1, 2) g
        WHERE s.user_scope = g.user_scope AND s.slot = g.slot
        RETURNING 1)
-     SELECT (SELECT count(*) FROM gone) AS n, (SELECT count(*) FROM counted) AS counted`,
-    { bind, type: QueryTypes.SELECT },
-  );
-  return Number(rows[0]?.n ?? 0);
+     SELECT (SELECT count(*) FROM gone) AS n, (SELECT count(*) FROM counted) AS counted`;
 }

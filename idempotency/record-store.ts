@@ -83,14 +83,17 @@ export async function finishLocal(
   );
 }
 
+/** The read of a key's record ($1: the scope key): the replay's one round trip. */
+export const READ_RECORD_SQL = `SELECT request_hash AS "requestHash", status, resource_id AS "resourceId", response_body AS "responseBody",
+        http_status AS "httpStatus", owner_token AS "ownerToken",
+        (lease_until IS NOT NULL AND lease_until < now()) AS "leaseExpired", (expires_at < now()) AS expired
+ FROM idempotency_records WHERE scope_key = $1`;
+
 export async function readRecord(sequelize: Sequelize, scopeKey: string): Promise<StoredRecord | undefined> {
-  const rows = await sequelize.query<StoredRecord>(
-    `SELECT request_hash AS "requestHash", status, resource_id AS "resourceId", response_body AS "responseBody",
-            http_status AS "httpStatus", owner_token AS "ownerToken",
-            (lease_until IS NOT NULL AND lease_until < now()) AS "leaseExpired", (expires_at < now()) AS expired
-     FROM idempotency_records WHERE scope_key = $1`,
-    { bind: [scopeKey], type: QueryTypes.SELECT },
-  );
+  const rows = await sequelize.query<StoredRecord>(READ_RECORD_SQL, {
+    bind: [scopeKey],
+    type: QueryTypes.SELECT,
+  });
   return rows[0];
 }
 

@@ -1,0 +1,324 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type pg from 'pg';
+import type { BenchRun, ReplayKey } from './bench-run.js';
+import { type LoadRequest, type LoadResult, load, nonFinal, percentile } from './load.js';
+import { ask, type Child, cpuOf, memoryOf, postgresCpuOf } from './processes.js';
+import { summariseProfiles } from './profile-summary.js';
+import type { Row } from './report.js';
+import { TENANT, USER_BASE, USERS } from './settings.js';
+
+/** Measuring helpers shared by the scenarios: load, CPU, memory, seeding, SQL. */
+export interface Cpu {
+  service: number;
+  postgres: number;
+  /** This process (autocannon) plus its exited children (pgbench). */
+  loadGenerator: number;
+}
+/** CPU time used so far (ms) by the service, PostgreSQL (embedded only) and the load generators. */
+
+export function cpuNow(ctx: BenchRun, servicePid = ctx.serverChild?.pid): Cpu {
+  const self = process.cpuUsage();
+  return {
+    service: servicePid ? cpuOf(servicePid) : Number.NaN,
+    postgres: ctx.postmasterPid ? postgresCpuOf(ctx.postmasterPid) : Number.NaN,
+    loadGenerator: (self.user + self.system) / 1000 + childrenCpuOfSelf(),
+  };
+}
+
+export function childrenCpuOfSelf(): number {
+  try {
+    const raw = readFileSync('/proc/self/stat', 'utf8');
+    const f = raw.slice(raw.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[13]) + Number(f[14])) * 10;
+  } catch {
+    return 0;
+  }
+}
+
+export async function measure(
+  ctx: BenchRun,
+  name: string,
+  url: string,
+  seconds: number,
+  next: () => LoadRequest,
+  extra: Partial<Parameters<typeof load>[0]> = {},
+): Promise<LoadResult> {
+  const { CONNECTIONS, PROFILE, PROFILE_DIR, log, results, profiles } = ctx;
+  log(`${name}: ${seconds}s at ${CONNECTIONS} connections`);
+  // --profile: a V8 CPU profile of the service during this scenario (the service only).
+  const profiled = PROFILE && ctx.serverChild !== undefined && url === ctx.serverChild.url;
+  if (profiled && ctx.serverChild)
+    await ask(ctx.serverChild.child, { type: 'profile-start' }, 'profile-started');
+  const r = await load({ url, connections: CONNECTIONS, duration: seconds, next, ...extra });
+  if (profiled && ctx.serverChild) {
+    const file = path.join(PROFILE_DIR, `${name}.cpuprofile`);
+    await ask(ctx.serverChild.child, { type: 'profile-stop', file }, 'profile-stopped', 60000);
+    profiles[name] = (await summariseProfiles(file, log))[0];
+  }
+  log(
+    `${name}: ${r.rps.toFixed(0)} req/s (201), p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms${nonFinal(r) ? `, non-201 ${nonFinal(r)}` : ''}`,
+  );
+  results[name] = r;
+  return r;
+}
+
+export function loadRow(
+  id: string,
+  scenario: string,
+  r: Pick<LoadResult, 'rps' | 'p50' | 'p99' | 'statuses' | 'errors'>,
+  value: string,
+  target: string,
+  pass?: boolean,
+): Row {
+  const bad = nonFinal(r);
+  return {
+    id,
+    scenario,
+    rps: r.rps,
+    p50: r.p50,
+    p99: r.p99,
+    nonFinal: bad,
+    value,
+    target,
+    // Any 202, 429, 5xx or transport error makes a scenario fail, whatever its ratio.
+    pass: pass === undefined ? (bad ? false : undefined) : pass && !bad,
+  };
+}
+
+/** Sequential or concurrent requests through fetch (seeding, counting): exact, not timed. */
+export async function sendAll(
+  url: string,
+  requests: LoadRequest[],
+  concurrency: number,
+): Promise<{ statuses: Record<string, number>; replayed: number }> {
+  const statuses: Record<string, number> = {};
+  let replayed = 0;
+  let next = 0;
+  const worker = async () => {
+    while (next < requests.length) {
+      const r = requests[next++];
+      const res = await fetch(url + r.path, {
+        method: r.method,
+        headers: { ...r.headers, ...(r.body ? { 'content-type': 'application/json' } : {}) },
+        body: r.body,
+      });
+      await res.arrayBuffer();
+      statuses[res.status] = (statuses[res.status] ?? 0) + 1;
+      if (res.headers.get('idempotent-replayed') === 'true') replayed += 1;
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return { statuses, replayed };
+}
+
+export async function seedKeys(ctx: BenchRun, url: string, keys: ReplayKey[]): Promise<void> {
+  const { CONNECTIONS, replayRequest } = ctx;
+  // As a client of the protocol would: a 202 or 503 (a bounded wait ended on a busy machine) is
+  // sent again with the same key until the key's answer is final (201, or its replay).
+  const seeded = await sendAll(url, keys.map(replayRequest), CONNECTIONS);
+  let missing = keys.length - (seeded.statuses['201'] ?? 0);
+  for (let attempt = 0; missing > 0 && attempt < 5; attempt++) {
+    const again = await sendAll(url, keys.map(replayRequest), CONNECTIONS);
+    missing = keys.length - (again.statuses['201'] ?? 0);
+  }
+  if (missing > 0) throw new Error(`seeding replay keys: ${missing} of ${keys.length} never answered 201`);
+}
+
+export async function count(sql: pg.Pool, text: string, params: unknown[] = []): Promise<number> {
+  return Number((await sql.query(text, params)).rows[0]?.n ?? 0);
+}
+
+/** Inserts, updates (HOT or not) and deletes per table so far: what each write costs in indexes. */
+export async function tableStats(sql: pg.Pool): Promise<unknown> {
+  const r = await sql.query(
+    `SELECT relname AS table, n_tup_ins AS inserted, n_tup_upd AS updated, n_tup_hot_upd AS hot_updated,
+            n_tup_del AS deleted, n_live_tup AS live, n_dead_tup AS dead
+     FROM pg_stat_user_tables WHERE relname IN ('users', 'idempotency_records', 'orders', 'payments')
+     ORDER BY relname`,
+  );
+  return r.rows;
+}
+
+/** V8's view (heap, external) from the probe, and the kernel's (RSS: anonymous vs file-backed). */
+export async function serverMemory(server: Child, gc: boolean): Promise<unknown> {
+  const v8 = await ask(server.child, { type: 'memory', gc }, 'memory-usage').catch(() => undefined);
+  return { v8, proc: memoryOf(server.pid) };
+}
+
+export interface Spec {
+  name: string;
+  url: string;
+  next: () => LoadRequest;
+  inspect?: (status: number, headers: Record<string, string | string[]>) => void;
+  /** Instead of autocannon (pgbench). */
+  run?: (seconds: number) => Promise<LoadResult>;
+  /** Whose CPU the "service" column counts (default: the service; the bare Express process for bare). */
+  pid?: number;
+}
+
+/** Joins the segments of one scenario measured in several rounds. */
+
+export function combine(parts: LoadResult[]): LoadResult {
+  const samples = new Float64Array(parts.reduce((a, p) => a + p.samples.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    samples.set(p.samples, at);
+    at += p.samples.length;
+  }
+  samples.sort();
+  const statuses: Record<string, number> = {};
+  for (const p of parts)
+    for (const [k, v] of Object.entries(p.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
+  const durationSec = parts.reduce((a, p) => a + p.durationSec, 0);
+  const created = parts.reduce((a, p) => a + p.created, 0);
+  const out: Omit<LoadResult, 'samples'> = {
+    durationSec,
+    responses: samples.length,
+    created,
+    rps: durationSec > 0 ? created / durationSec : 0,
+    p50: percentile(samples, 0.5),
+    p90: percentile(samples, 0.9),
+    p99: percentile(samples, 0.99),
+    max: samples.length ? samples[samples.length - 1] : Number.NaN,
+    statuses,
+    errors: parts.reduce((a, p) => a + p.errors, 0),
+  };
+  return Object.defineProperty(out, 'samples', { value: samples, enumerable: false }) as LoadResult;
+}
+
+/**
+ * The throughput scenarios, interleaved: `rounds` rounds, each running every scenario for
+ * `seconds`. Machine load and JIT warm-up drift over a run; interleaving spreads that drift over
+ * the baseline and the scenarios compared with it alike, so the ratios hold within one run.
+ */
+export async function interleaved(
+  ctx: BenchRun,
+  specs: Spec[],
+  rounds: number,
+  seconds: number,
+): Promise<Record<string, LoadResult>> {
+  const { CONNECTIONS, PROFILE, PROFILE_DIR, log, results, segmentMemory, cpuTable, profiles } = ctx;
+  const parts: Record<string, LoadResult[]> = {};
+  const cpu: Record<string, Cpu> = {};
+  for (let round = 0; round < rounds; round++) {
+    // Each round starts one scenario further on, so that no scenario always follows the same one.
+    const order = specs.map((_, i) => specs[(i + round) % specs.length]);
+    for (const spec of order) {
+      const last = round === rounds - 1;
+      const profiled = PROFILE && last && ctx.serverChild !== undefined && spec.url === ctx.serverChild.url;
+      if (profiled && ctx.serverChild)
+        await ask(ctx.serverChild.child, { type: 'profile-start' }, 'profile-started');
+      const before = cpuNow(ctx, spec.pid);
+      const r = spec.run
+        ? await spec.run(seconds)
+        : await load({
+            url: spec.url,
+            connections: CONNECTIONS,
+            duration: seconds,
+            next: spec.next,
+            inspect: spec.inspect,
+          });
+      const after = cpuNow(ctx, spec.pid);
+      if (ctx.serverChild) {
+        const m = memoryOf(ctx.serverChild.pid);
+        segmentMemory.push({ after: `${spec.name} ${round + 1}`, hwmMb: m?.hwmMb, rssMb: m?.rssMb });
+      }
+      const used = cpu[spec.name] ?? { service: 0, postgres: 0, loadGenerator: 0 };
+      for (const k of ['service', 'postgres', 'loadGenerator'] as const) used[k] += after[k] - before[k];
+      cpu[spec.name] = used;
+      if (profiled && ctx.serverChild) {
+        const file = path.join(PROFILE_DIR, `${spec.name}.cpuprofile`);
+        await ask(ctx.serverChild.child, { type: 'profile-stop', file }, 'profile-stopped', 60000);
+        profiles[spec.name] = (await summariseProfiles(file, log))[0];
+      }
+      log(
+        `${spec.name} [round ${round + 1}/${rounds}]: ${r.rps.toFixed(0)} ${spec.run ? 'tps' : 'req/s'}, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms${nonFinal(r) ? `, non-201 ${nonFinal(r)}` : ''}`,
+      );
+      const list = parts[spec.name] ?? [];
+      list.push(r);
+      parts[spec.name] = list;
+    }
+  }
+  const out: Record<string, LoadResult> = {};
+  for (const [name, list] of Object.entries(parts)) {
+    out[name] = combine(list);
+    const per = (ms: number) => Math.round((ms / Math.max(1, out[name].created)) * 1000) / 1000;
+    const used = cpu[name];
+    const cpuMsPerRequest = {
+      service: per(used.service),
+      postgres: per(used.postgres),
+      loadGenerator: per(used.loadGenerator),
+    };
+    cpuTable.push({ name, ...cpuMsPerRequest });
+    results[name] = { ...out[name], rounds: list.map((r) => Math.round(r.rps)), cpuMsPerRequest };
+  }
+  return out;
+}
+
+export async function createOrders(_ctx: BenchRun, sql: pg.Pool, prefix: string, n: number): Promise<void> {
+  await sql.query(
+    `INSERT INTO orders (tenant_id, user_id, merchant_order_no, amount, currency)
+     SELECT $1, $2::bigint + 1 + (g % $3), $4 || '-' || g, 10.50, 'USD' FROM generate_series(1, $5::int) g`,
+    [TENANT, USER_BASE, USERS, prefix, n],
+  );
+}
+
+export const rowsLabel = (n: number) => (n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : `${Math.round(n / 1e3)}k`);
+
+/** Records of other users (`<tenant>:<n % 5000>`), random-looking keys, a stored body of realistic size. */
+export async function fill(
+  ctx: BenchRun,
+  sql: pg.Pool,
+  tenant: string,
+  rows: number,
+  expiresIn: string,
+): Promise<void> {
+  const { log } = ctx;
+  const t = Date.now();
+  const chunk = 250_000;
+  for (let done = 0; done < rows; done += chunk) {
+    const from = ctx.fillSeq + 1;
+    const to = ctx.fillSeq + Math.min(chunk, rows - done);
+    ctx.fillSeq = to;
+    await sql.query(
+      `INSERT INTO idempotency_records
+         (scope_key, request_hash, status, resource_id, response_body, http_status, user_scope, operation,
+          created_at, updated_at, expires_at, slot)
+       SELECT $3 || ':' || (g % 5000) || ':users.create:' || md5(g::text), md5(g::text) || md5((-g)::text),
+              'SUCCEEDED', g::text, repeat('x', 600), 201, $3 || ':' || (g % 5000), 'users.create',
+              now(), now(), now() + $4::interval, 1
+       FROM generate_series($1::int, $2::int) g`,
+      [from, to, tenant, expiresIn],
+    );
+    // Counted on their users' slot rows, as the engine's claims count them (idempotency/caps.ts).
+    await sql.query(
+      `INSERT INTO idempotency_slots (user_scope, slot, retained)
+       SELECT $3 || ':' || (g % 5000), 1, count(*) FROM generate_series($1::int, $2::int) g GROUP BY 1
+       ON CONFLICT (user_scope, slot) DO UPDATE SET retained = idempotency_slots.retained + EXCLUDED.retained`,
+      [from, to, tenant],
+    );
+  }
+  log(`filled ${rows} ${tenant} records in ${((Date.now() - t) / 1000).toFixed(1)}s`);
+}
+
+/** After a bulk fill: statistics and visibility map up to date, dirty pages flushed (no checkpoint mid-run). */
+export async function settle(ctx: BenchRun, sql: pg.Pool): Promise<void> {
+  const { log } = ctx;
+  const t = Date.now();
+  await sql.query('VACUUM (ANALYZE) idempotency_records');
+  await sql.query('CHECKPOINT').catch(() => {});
+  log(`vacuum + checkpoint in ${((Date.now() - t) / 1000).toFixed(1)}s`);
+}
+
+export async function explain(sql: pg.Pool, text: string, params: unknown[]): Promise<string> {
+  const c = await sql.connect();
+  try {
+    await c.query('BEGIN');
+    const r = await c.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, params);
+    return r.rows.map((x: Record<string, string>) => x['QUERY PLAN']).join('\n');
+  } finally {
+    await c.query('ROLLBACK').catch(() => {});
+    c.release();
+  }
+}

@@ -1,0 +1,135 @@
+import { randomUUID } from 'node:crypto';
+import type { BenchRun } from '../bench-run.js';
+import { createOrders, interleaved, loadRow, type Spec, seedKeys } from '../measure.js';
+import { r2, ratio } from '../report.js';
+import { USERS } from '../settings.js';
+import { pgbenchSpecs } from './pgbench-specs.js';
+import type { Captures } from './round-trips.js';
+
+export async function throughputScenarios(ctx: BenchRun, captures?: Captures): Promise<void> {
+  const {
+    P,
+    ROUNDS,
+    SEGMENT,
+    log,
+    results,
+    rows,
+    enabled,
+    plainUser,
+    idemUser,
+    idemOrder,
+    replayRequest,
+    newReplayKeys,
+    users,
+  } = ctx;
+  const { server, bare, sql } = ctx;
+  const specs: Spec[] = [{ name: 'plain', url: server.url, next: plainUser }];
+  if (bare) specs.push({ name: 'bare', url: bare.url, next: plainUser, pid: bare.pid });
+  if (enabled('idem-users') || enabled('pgbench'))
+    specs.push({ name: 'idem-users', url: server.url, next: idemUser });
+  if (enabled('idem-orders')) specs.push({ name: 'idem-orders', url: server.url, next: idemOrder });
+  let notReplayed = 0;
+  if (enabled('replay')) {
+    const keys = newReplayKeys(P.replayKeys);
+    log(`replay: seeding ${keys.length} keys`);
+    await seedKeys(ctx, server.url, keys);
+    let i = 0;
+    specs.push({
+      name: 'replay',
+      url: server.url,
+      next: () => replayRequest(keys[i++ % keys.length]),
+      // A 201 without Idempotent-Replayed would be a second execution.
+      inspect: (status, headers) => {
+        if (status === 201 && headers['idempotent-replayed'] !== 'true') notReplayed += 1;
+      },
+    });
+  }
+  let exhausted = false;
+  if (enabled('payments')) {
+    log(`payments: creating ${P.paymentOrders} orders to pay`);
+    await createOrders(ctx, sql, 'pay', P.paymentOrders);
+    let i = 0;
+    specs.push({
+      name: 'payments',
+      url: server.url,
+      next: () => {
+        const n = i++;
+        if (n >= P.paymentOrders) exhausted = true;
+        const g = (n % P.paymentOrders) + 1;
+        return {
+          method: 'POST',
+          path: '/api/v1/payments',
+          headers: { authorization: users[g % USERS], 'idempotency-key': randomUUID() },
+          body: JSON.stringify({ merchantOrderNo: `pay-${g}`, amount: '10.50' }),
+        };
+      },
+    });
+  }
+  const pgbench = captures ? await pgbenchSpecs(ctx, captures) : [];
+  specs.push(...pgbench);
+  log(`throughput: ${specs.map((s) => s.name).join(', ')}; ${ROUNDS} rounds of ${SEGMENT}s each`);
+  const r = await interleaved(ctx, specs, ROUNDS, SEGMENT);
+  const plain = r.plain;
+  rows.push(loadRow('plain', 'Plain create, no key (baseline)', plain, '1.00', 'baseline'));
+  if (r.bare) {
+    rows.push(
+      loadRow(
+        'bare',
+        'HTTP ceiling: bare Express 5',
+        r.bare,
+        r2(ratio(plain.rps, r.bare.rps)),
+        'service ÷ bare, reported',
+      ),
+    );
+  }
+  const against = (id: string, scenario: string, min: number, extra = '', ok = true) => {
+    const res = r[id];
+    if (!res) return;
+    const v = ratio(res.rps, plain.rps);
+    const row = loadRow(id, scenario, res, r2(v) + extra, `≥ ${min.toFixed(2)}`, v >= min && ok);
+    rows.push(row);
+  };
+  against('idem-users', 'Idempotent create (users), fresh keys', 0.6);
+  against('idem-orders', 'Idempotent create (orders), fresh keys', 0.6);
+  results.replayCheck = { notReplayed };
+  against(
+    'replay',
+    'Replay of existing keys',
+    1.5,
+    notReplayed ? ` (${notReplayed} executed again!)` : '',
+    notReplayed === 0,
+  );
+  against(
+    'payments',
+    'Payment, in-process gateway, 0 latency',
+    0.35,
+    exhausted ? ' (orders ran out)' : '',
+    !exhausted,
+  );
+  const idemDb = r['pgbench-idempotent'];
+  const plainDb = r['pgbench-plain'];
+  if (idemDb && plainDb && r['idem-users']) {
+    const v = ratio(r['idem-users'].rps, idemDb.rps);
+    rows.push({
+      ...loadRow(
+        'db-ceiling',
+        'DB ceiling: pgbench, idempotent-create SQL',
+        idemDb,
+        r2(v),
+        'service ÷ pgbench ≥ 0.50',
+        v >= 0.5,
+      ),
+      nonFinal: idemDb.errors ? `failed×${idemDb.errors}` : '',
+    });
+    rows.push({
+      ...loadRow(
+        'db-ceiling-plain',
+        'DB ceiling: pgbench, plain-create SQL',
+        plainDb,
+        r2(ratio(plain.rps, plainDb.rps)),
+        'service ÷ pgbench, reported',
+      ),
+      nonFinal: plainDb.errors ? `failed×${plainDb.errors}` : '',
+    });
+  }
+}
