@@ -57,7 +57,11 @@ let failed: ChaosReport | undefined;
 let ran = 0;
 try {
   // --seeds N runs exactly N seeds; otherwise seeds run until the minutes asked for are used.
-  for (let i = 0; (args.values.seeds ? i < seeds : i === 0 || Date.now() - started < budgetMs) && !failed; i++) {
+  for (
+    let i = 0;
+    (args.values.seeds ? i < seeds : i === 0 || Date.now() - started < budgetMs) && !failed;
+    i++
+  ) {
     const seed = firstSeed + i;
     ran += 1;
     const db = await scratchDatabase(server, `chaos_${seed}`);

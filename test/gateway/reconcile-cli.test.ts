@@ -1,43 +1,17 @@
-import { spawn } from 'node:child_process';
 import { expect } from 'chai';
 import { createGatewayClient } from '../../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../../gateway/simulator.js';
 import type { GatewayClient } from '../../gateway/types.js';
 import { ResponseCipher } from '../../idempotency/response-cipher.js';
 import type { ReconcileReport } from '../../payments/reconcile.js';
+import { reconcileCli } from '../support/reconcile-cli.js';
 import { sharedServer, TEST_ENV } from '../support/server.js';
 import { uniqueTenant } from '../support/tokens.js';
 import { minutesFromNow, paymentRow, processingRecord } from './reconcile-fixtures.js';
 
-interface CliRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** `node --import tsx gateway/reconcile-cli.ts ...` as `npm run reconcile --` runs it, on the test database. */
-function runCli(args: string[], env: Record<string, string>): Promise<CliRun> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/reconcile-cli.ts', ...args], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '/tmp',
-      ...TEST_ENV,
-      LOG_LEVEL: 'silent',
-      DATABASE_URL: process.env.TEST_DATABASE_URL ?? '',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr.on('data', (d: Buffer) => {
-    stderr += d.toString();
-  });
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
-}
+/** `npm run reconcile -- <args>` on the test database (with the given PAYMENT_GATEWAY_URL, if any). */
+const runCli = (args: string[], env: { PAYMENT_GATEWAY_URL?: string }) =>
+  reconcileCli(process.env.TEST_DATABASE_URL ?? '', env.PAYMENT_GATEWAY_URL, args);
 
 describe('reconcile CLI (npm run reconcile)', () => {
   let sim: GatewaySimulator;

@@ -7,8 +7,15 @@ export interface CliRun {
   stderr: string;
 }
 
-/** `npm run reconcile -- <args>` as a real process on the given database and gateway. */
-export function reconcileCli(databaseUrl: string, gatewayUrl: string, args: string[]): Promise<CliRun> {
+/**
+ * `npm run reconcile -- <args>` as a real process on the given database and gateway (undefined: no
+ * PAYMENT_GATEWAY_URL, i.e. the bundled simulator).
+ */
+export function reconcileCli(
+  databaseUrl: string,
+  gatewayUrl: string | undefined,
+  args: string[],
+): Promise<CliRun> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'server/reconcile-cli.ts', ...args], {
     env: {
       PATH: process.env.PATH ?? '',
@@ -16,7 +23,7 @@ export function reconcileCli(databaseUrl: string, gatewayUrl: string, args: stri
       ...TEST_ENV,
       LOG_LEVEL: 'silent',
       DATABASE_URL: databaseUrl,
-      PAYMENT_GATEWAY_URL: gatewayUrl,
+      ...(gatewayUrl ? { PAYMENT_GATEWAY_URL: gatewayUrl } : {}),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
