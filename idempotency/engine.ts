@@ -186,6 +186,11 @@ export class IdempotencyEngine {
     return { kind: 'found', record: existing };
   }
 
+  /** The lease of a Mode B attempt (how long an executor may work before a takeover). */
+  get leaseMs(): number {
+    return this.settings.leaseMs;
+  }
+
   /** The record of this scope as it stands now (e.g. after being fenced off). */
   current(scopeKey: string): Promise<StoredRecord | undefined> {
     return readRecord(this.sequelize, scopeKey);
@@ -202,17 +207,23 @@ export class IdempotencyEngine {
     while (record.status === 'PROCESSING' && Date.now() < deadline && !signal?.aborted) {
       await sleep(Math.min(POLL_MS, Math.max(1, deadline - Date.now())));
       const again = await readRecord(this.sequelize, req.scopeKey);
-      if (!again) return this.inFlight(req, record.resourceId);
+      if (!again) return this.inFlight(req, record.resourceId, record.leaseLeftMs ?? undefined);
       record = again;
     }
     if (record.status === 'SUCCEEDED' || record.status === 'FAILED_FINAL')
       return await this.replay(req, record);
-    return this.inFlight(req, record.resourceId);
+    return this.inFlight(req, record.resourceId, record.leaseLeftMs ?? undefined);
   }
 
-  /** 202: the first request is still running; the client polls Location or retries after Retry-After. */
-  inFlight(req: IdempotentRequest, resourceId: string | null): Outcome {
-    const headers: Record<string, string> = { 'Retry-After': '1' };
+  /**
+   * 202: the first request is still running; the client polls Location or retries after Retry-After:
+   * when trying again is useful, in whole seconds, at least 1: the time left on the running attempt's
+   * lease when there is one (a retry can take over only then), else the wait bound.
+   */
+  inFlight(req: IdempotentRequest, resourceId: string | null, retryAfterMs = this.settings.waitMs): Outcome {
+    const headers: Record<string, string> = {
+      'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))),
+    };
     if (resourceId && req.location) headers.Location = req.location(resourceId);
     return { kind: 'in_flight', reply: { status: 202, headers, body: processing(resourceId) } };
   }

@@ -20,6 +20,8 @@ export interface StoredRecord {
   httpStatus: number | null;
   ownerToken: string | null;
   leaseExpired: boolean;
+  /** Milliseconds left on the record's lease (Mode B); null without a lease. */
+  leaseLeftMs: number | null;
   expired: boolean;
 }
 
@@ -86,7 +88,9 @@ export async function finishLocal(
 /** The read of a key's record ($1: the scope key): the replay's one round trip. */
 export const READ_RECORD_SQL = `SELECT request_hash AS "requestHash", status, resource_id AS "resourceId", response_body AS "responseBody",
         http_status AS "httpStatus", owner_token AS "ownerToken",
-        (lease_until IS NOT NULL AND lease_until < now()) AS "leaseExpired", (expires_at < now()) AS expired
+        (lease_until IS NOT NULL AND lease_until < now()) AS "leaseExpired", (expires_at < now()) AS expired,
+        CASE WHEN lease_until IS NULL THEN NULL
+             ELSE GREATEST(0, EXTRACT(EPOCH FROM lease_until - now()) * 1000)::float8 END AS "leaseLeftMs"
  FROM idempotency_records WHERE scope_key = $1`;
 
 export async function readRecord(sequelize: Sequelize, scopeKey: string): Promise<StoredRecord | undefined> {

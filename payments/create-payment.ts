@@ -83,8 +83,7 @@ async function continueAttempt(
   signal?: AbortSignal,
 ): Promise<Outcome | undefined> {
   const { resourceId } = record;
-  if (!sameRequest(req, record) || !resourceId)
-    return deps.engine.answerDuplicate(req, record, signal);
+  if (!sameRequest(req, record) || !resourceId) return deps.engine.answerDuplicate(req, record, signal);
   let lease: Lease | undefined;
   let first: 'query' | 'resume' = 'query';
   if (record.status === 'FAILED_RETRYABLE') {
@@ -131,7 +130,7 @@ async function answer(
     case 'fenced':
       return answerFromRecord(deps, req, payment, signal);
     case 'pending':
-      return deps.engine.inFlight(req, payment.id);
+      return deps.engine.inFlight(req, payment.id, settlement.retryAfterMs);
   }
 }
 

@@ -9,8 +9,9 @@ import { queryCharge } from './query.js';
 export type Settlement =
   /** Charged or declined, and finalised under our lease. */
   | { kind: 'final'; reply: Reply }
-  /** The outcome is unknown for now; a retry or the recoverer resolves it later. */
-  | { kind: 'pending' }
+  /** The outcome is unknown for now; a retry or the recoverer resolves it later: a retry is useful
+   * after `retryAfterMs` (the lease we keep, or at once when we gave it up). */
+  | { kind: 'pending'; retryAfterMs: number }
   /** Certainly not charged (refused connection or a 5xx): a retry may charge again. */
   | { kind: 'not_charged' }
   /** Someone took the attempt over while we worked: they own its outcome. */
@@ -37,7 +38,7 @@ export async function settlePayment(
     if (found.kind === 'unavailable') {
       // Cannot tell whether it was charged: never charge blind. Free the lease for the next try.
       await deps.engine.leases.release(lease);
-      return { kind: 'pending' };
+      return { kind: 'pending', retryAfterMs: 0 };
     }
   }
   const charged = await chargePayment(deps, payment);
@@ -49,5 +50,5 @@ export async function settlePayment(
   const found = await queryCharge(deps, payment);
   if (found.kind === 'found') return finalisePayment(deps, lease, payment, found.charge);
   // Still unknown: keep the lease (the charge may yet land); a retry or the recoverer resolves it later.
-  return { kind: 'pending' };
+  return { kind: 'pending', retryAfterMs: deps.engine.leaseMs };
 }

@@ -83,6 +83,34 @@ describe('in-flight cap: strict for a burst of one user over 3 instances', funct
     expect(payments.filter((p) => p.status === 'SUCCEEDED')).to.have.length(30);
   });
 
+  it('when a payment is in flight under a 12 s lease, then a duplicate with its key gets 202 whose Retry-After is the time left on the lease (not 1)', async () => {
+    const tenant = uniqueTenant('retry');
+    const auth = bearer(tenant, '870000003');
+    await createOrder(instances[0].url, auth, 'mo-r', '3.00');
+    const body = { merchantOrderNo: 'mo-r', amount: '3.00' };
+    const key = idempotencyKey();
+    await slot.client.setFaults({ latencyMs: 3000 });
+    try {
+      const first = pay(instances[0].url, auth, key, body);
+      // Only once the first request holds the key (its record committed PROCESSING by Tx 1).
+      for (let i = 0; i < 200; i++) {
+        const [found] = await db.sequelize.query(
+          `SELECT 1 FROM idempotency_records WHERE scope_key LIKE $1 AND status = 'PROCESSING'`,
+          { bind: [`%:payments.create:${key}`] },
+        );
+        if (found.length === 1) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const duplicate = await pay(instances[1].url, auth, key, body);
+      expect(duplicate.status, duplicate.text).to.equal(202);
+      const seconds = Number(duplicate.headers.get('retry-after'));
+      expect(seconds).to.be.at.least(2).and.at.most(12);
+      expect((await first).status).to.equal(201);
+    } finally {
+      await slot.client.setFaults({});
+    }
+  });
+
   it('when one user sends 30 order keys at once while each write is held in its transaction, then at most IDEMPOTENCY_MAX_IN_FLIGHT (20) run together, the rest get 429, and all are created afterwards', async () => {
     const tenant = uniqueTenant('burstA');
     const auth = bearer(tenant, '870000002');
