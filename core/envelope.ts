@@ -23,7 +23,13 @@ export const processingSchema = z.object({
 export type Processing = z.infer<typeof processingSchema>;
 
 /** An error envelope as stored with a replayed failure (`data` is always null). */
-export const errorEnvelopeSchema = z.object({ code: z.number().int(), message: z.string(), data: z.null() });
+/** An error's `data`: null, or for a 409 40901 the fields that differ from the first request. */
+export const errorDataSchema = z.object({ mismatch: z.array(z.string()) }).nullable();
+export const errorEnvelopeSchema = z.object({
+  code: z.number().int(),
+  message: z.string(),
+  data: errorDataSchema,
+});
 
 export function ok<T>(data: T): Envelope<T> & { code: 200; message: 'Success' } {
   return { code: 200, message: 'Success', data };

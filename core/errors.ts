@@ -24,6 +24,8 @@ export interface ErrorDetails {
   retryAfterSeconds?: number;
   /** Methods the path supports (an Allow header). */
   allow?: readonly string[];
+  /** 40901: JSON pointers of the body fields that differ from the first request under the key. */
+  mismatch?: readonly string[];
 }
 
 export class DomainError extends Error {
@@ -67,8 +69,9 @@ export class Conflict extends DomainError {
   constructor(
     kind: 'key_reused' | 'business_key_reused' | 'state_conflict' | 'unique_taken',
     message: string,
+    details: ErrorDetails = {},
   ) {
-    super(kind, message);
+    super(kind, message, details);
   }
 }
 export class PayloadTooLarge extends DomainError {

@@ -38,6 +38,8 @@ export interface ClaimValues {
   ttlSeconds: number;
   maxInFlight: number;
   maxRetained: number;
+  /** Digests of the body's fields (stored to name the fields of a later 409). */
+  fieldHashes?: Record<string, string>;
   /** Mode B: the lease owner and length; the record then holds its slot while PROCESSING. */
   lease?: { owner: string; seconds: number };
 }
@@ -76,9 +78,11 @@ room AS (
   SELECT CASE WHEN total.n < ${maxRetained} THEN true ELSE ${exactRetained(user, maxRetained)} < ${maxRetained} END AS ok
   FROM total),
 ins AS (
-  INSERT INTO idempotency_records (scope_key, request_hash, status, user_scope, operation, expires_at, slot${leaseColumns})
+  INSERT INTO idempotency_records (scope_key, request_hash, status, user_scope, operation, expires_at, slot,
+                                   field_hashes${leaseColumns})
   SELECT ${key}, ${lit(v.requestHash)}, 'PROCESSING', ${user}, ${lit(v.operation)},
-         now() + make_interval(secs => ${Number(v.ttlSeconds)}), free.slot${leaseValues}
+         now() + make_interval(secs => ${Number(v.ttlSeconds)}), free.slot,
+         ${v.fieldHashes ? lit(JSON.stringify(v.fieldHashes)) : 'NULL'}${leaseValues}
   FROM free, room WHERE room.ok
   ON CONFLICT (scope_key) DO NOTHING
   RETURNING slot),

@@ -5,6 +5,7 @@ import { processing } from '../core/envelope.js';
 import { Conflict, ServiceUnavailable, TooManyRequests } from '../core/errors.js';
 import { failpoint } from '../core/failpoints.js';
 import { type Cap, type ClaimResult, SlotRows } from './caps.js';
+import { differingFields } from './fingerprint.js';
 import { LeaseStore } from './lease.js';
 import type { Outcome, Reply } from './outcome.js';
 import type { Placeholder } from './placeholder.js';
@@ -49,6 +50,16 @@ export type LostClaim =
   | { kind: 'limited'; cap: Cap };
 
 const POLL_MS = 25;
+
+/** The fields that differ from the first request (none named for records kept before field digests). */
+function mismatchOf(req: ClaimRequest, found: StoredRecord): string[] | undefined {
+  if (!found.fieldHashes || !req.fieldHashes) return undefined;
+  try {
+    return differingFields(JSON.parse(found.fieldHashes) as Record<string, string>, req.fieldHashes);
+  } catch {
+    return undefined;
+  }
+}
 
 /** The stored record is of this same request (its digest, or its fp1 digest for an older record). */
 export function sameRequest(req: ClaimRequest, found: StoredRecord): boolean {
@@ -199,7 +210,9 @@ export class IdempotencyEngine {
   /** Same scope seen again: compare fingerprints, then replay, or wait for the one in flight. */
   async answerDuplicate(req: IdempotentRequest, found: StoredRecord, signal?: AbortSignal): Promise<Outcome> {
     if (!sameRequest(req, found)) {
-      const error = new Conflict('key_reused', 'Idempotency-Key was already used with a different request');
+      const error = new Conflict('key_reused', 'Idempotency-Key was already used with a different request', {
+        mismatch: mismatchOf(req, found),
+      });
       return { kind: 'mismatch', error };
     }
     let record = found;

@@ -100,3 +100,39 @@ function digest(key: string, version: string, input: FingerprintInput, body: str
   parts.push(body);
   return createHmac('sha256', key).update(parts.join('\n')).digest('hex');
 }
+
+/**
+ * One HMAC per top-level field of the normalised body (fp2 rules; non-business fields left out), each
+ * bound to the request's method, path, tenant and user, so that a 409 can name the fields that differ
+ * from the first request without the plaintext body ever being stored. Truncated to 128 bits: they
+ * only ever name fields, they decide nothing.
+ */
+export function fieldDigests(key: string, input: FingerprintInput): Record<string, string> {
+  const body = normaliseValue(input.body);
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return {};
+  const skip = new Set(input.nonBusiness ?? []);
+  const out: Record<string, string> = {};
+  for (const [field, value] of Object.entries(body as Record<string, unknown>)) {
+    if (skip.has(field)) continue;
+    const message = JSON.stringify([
+      'field1',
+      input.method.toUpperCase(),
+      input.path,
+      input.tenantId,
+      input.userId,
+      field,
+      canonicalJson(value),
+    ]);
+    out[field] = createHmac('sha256', key).update(message).digest('hex').slice(0, 32);
+  }
+  return out;
+}
+
+/** JSON pointers (RFC 6901) of the fields whose digests differ, or that only one side has; sorted. */
+export function differingFields(first: Record<string, string>, now: Record<string, string>): string[] {
+  const fields = new Set([...Object.keys(first), ...Object.keys(now)]);
+  return [...fields]
+    .filter((f) => first[f] !== now[f])
+    .sort()
+    .map((f) => `/${f.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+}

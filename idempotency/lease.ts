@@ -45,6 +45,7 @@ export class LeaseStore {
       ttlSeconds: req.ttlHours * 3600,
       maxInFlight: this.limits.maxInFlight,
       maxRetained: this.limits.maxRetained,
+      fieldHashes: req.fieldHashes,
       lease: { owner, seconds: this.leaseMs / 1000 },
     });
     return result.claimed ? { lease: { scopeKey: req.scopeKey, owner } } : { cap: result.cap };

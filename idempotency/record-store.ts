@@ -7,6 +7,8 @@ export interface ClaimRequest {
   requestHash: string;
   /** The same request's digest under the previous normalisation (fp1): old records still match it. */
   legacyHash?: string;
+  /** One digest per body field (fingerprint.ts fieldDigests), kept to name the fields of a 409. */
+  fieldHashes?: Record<string, string>;
   userScope: string;
   operation: string;
   ttlHours: number;
@@ -22,6 +24,8 @@ export interface StoredRecord {
   leaseExpired: boolean;
   /** Milliseconds left on the record's lease (Mode B); null without a lease. */
   leaseLeftMs: number | null;
+  /** JSON of the first request's field digests; null for records written before they were kept. */
+  fieldHashes: string | null;
   expired: boolean;
 }
 
@@ -59,6 +63,7 @@ export function claimLocal(
       ttlSeconds: req.ttlHours * 3600,
       maxInFlight: limits.maxInFlight,
       maxRetained: limits.maxRetained,
+      fieldHashes: req.fieldHashes,
     },
     {
       before: `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(limits.waitMs))}ms';`,
@@ -87,7 +92,7 @@ export async function finishLocal(
 
 /** The read of a key's record ($1: the scope key): the replay's one round trip. */
 export const READ_RECORD_SQL = `SELECT request_hash AS "requestHash", status, resource_id AS "resourceId", response_body AS "responseBody",
-        http_status AS "httpStatus", owner_token AS "ownerToken",
+        http_status AS "httpStatus", owner_token AS "ownerToken", field_hashes AS "fieldHashes",
         (lease_until IS NOT NULL AND lease_until < now()) AS "leaseExpired", (expires_at < now()) AS expired,
         CASE WHEN lease_until IS NULL THEN NULL
              ELSE GREATEST(0, EXTRACT(EPOCH FROM lease_until - now()) * 1000)::float8 END AS "leaseLeftMs"

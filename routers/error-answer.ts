@@ -10,7 +10,7 @@ export interface ErrorAnswer {
   kind: FailureKind;
   status: number;
   headers: Record<string, string>;
-  body: Envelope<null>;
+  body: Envelope<{ mismatch: readonly string[] } | null>;
   /** Not the client's fault: the details belong in the log only. */
   internal: boolean;
 }
@@ -98,7 +98,7 @@ function answerOf(kind: FailureKind, message: string, details: ErrorDetails = {}
     kind,
     status: row.status,
     headers,
-    body: { code: row.code, message, data: null },
+    body: { code: row.code, message, data: details.mismatch ? { mismatch: details.mismatch } : null },
     internal: kind === 'internal',
   };
 }

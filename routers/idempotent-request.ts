@@ -2,7 +2,12 @@ import type { OpenApiMeta } from 'trpc-to-openapi';
 import type { Config } from '../core/config.js';
 import { fillTemplate } from '../core/path-template.js';
 import type { IdempotentRequest } from '../idempotency/engine.js';
-import { type FingerprintInput, fingerprint, fingerprintV1 } from '../idempotency/fingerprint.js';
+import {
+  type FingerprintInput,
+  fieldDigests,
+  fingerprint,
+  fingerprintV1,
+} from '../idempotency/fingerprint.js';
 import { scopeKey, userScope } from '../idempotency/key.js';
 import type { AuthedContext } from './context.js';
 
@@ -50,6 +55,7 @@ export function idempotentRequest(
     location,
     requestHash: fingerprint(config.IDEMPOTENCY_HMAC_KEY, fields),
     legacyHash: fingerprintV1(config.IDEMPOTENCY_HMAC_KEY, fields),
+    fieldHashes: fieldDigests(config.IDEMPOTENCY_HMAC_KEY, fields),
   };
 }
 

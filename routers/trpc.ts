@@ -22,7 +22,13 @@ const t = initTRPC
       return {
         message: answer.body.message,
         code: TRPC_ERROR_CODES_BY_KEY[code],
-        data: { code, httpStatus: answer.status, businessCode: answer.body.code, path: shape.data.path },
+        data: {
+          code,
+          httpStatus: answer.status,
+          businessCode: answer.body.code,
+          path: shape.data.path,
+          ...(answer.body.data ? { mismatch: answer.body.data.mismatch } : {}),
+        },
       };
     },
   });

@@ -5,7 +5,22 @@ import { metaByProcedure } from '../routers/meta.js';
 const errorEnvelope = {
   type: 'object',
   required: ['code', 'message', 'data'],
-  properties: { code: { type: 'integer' }, message: { type: 'string' }, data: { type: 'null' } },
+  properties: {
+    code: { type: 'integer' },
+    message: { type: 'string' },
+    // null, or for a 409 40901 the JSON pointers of the body fields that differ from the first request.
+    data: {
+      oneOf: [
+        { type: 'null' },
+        {
+          type: 'object',
+          required: ['mismatch'],
+          properties: { mismatch: { type: 'array', items: { type: 'string' } } },
+          additionalProperties: false,
+        },
+      ],
+    },
+  },
   additionalProperties: false,
 };
 

@@ -70,3 +70,79 @@ describe('fingerprint fp2 over HTTP: the same request is never a 40901', () => {
     expect(other.body.code).to.equal(40901);
   });
 });
+
+describe('409 40901 names the fields that differ (data.mismatch: JSON pointers)', () => {
+  const first = { merchantOrderNo: 'mo-m', amount: '10.00', currency: 'USD' };
+
+  it('when the same key comes with another amount and currency, then 409 40901 naming exactly /amount and /currency, on both transports', async () => {
+    const tenant = uniqueTenant();
+    const key = idempotencyKey();
+    const headers = { ...bearer(tenant, '880000003'), 'Idempotency-Key': key };
+    expect((await http('POST', '/api/v1/orders', { headers, body: first })).status).to.equal(201);
+    const other = await http('POST', '/api/v1/orders', {
+      headers,
+      body: { ...first, amount: 11, currency: 'EUR' },
+    });
+    expect(other.status).to.equal(409);
+    expect(other.body).to.deep.equal({
+      code: 40901,
+      message: 'Idempotency-Key was already used with a different request',
+      data: { mismatch: ['/amount', '/currency'] },
+    });
+    const described = await http('POST', '/api/v1/orders', {
+      headers,
+      body: { ...first, description: 'new' },
+    });
+    expect(described.body.data).to.deep.equal({ mismatch: ['/description'] });
+    const viaTrpc = await http('POST', '/trpc/orders.create', { headers, body: { ...first, amount: 12 } });
+    expect(viaTrpc.status).to.equal(409);
+    expect(viaTrpc.body.error.data.mismatch).to.deep.equal(['/amount']);
+  });
+
+  it('when only a non-business field differs (traceId) or the amount is spelled otherwise, then it is a replay, not a 409', async () => {
+    const tenant = uniqueTenant();
+    const headers = { ...bearer(tenant, '880000004'), 'Idempotency-Key': idempotencyKey() };
+    const created = await http('POST', '/api/v1/orders', { headers, body: { ...first, traceId: 't-1' } });
+    expect(created.status).to.equal(201);
+    const again = await http('POST', '/api/v1/orders', {
+      headers,
+      body: { ...first, amount: 10, traceId: 't-2' },
+    });
+    expect(again.status).to.equal(201);
+    expect(again.headers.get('idempotent-replayed')).to.equal('true');
+  });
+
+  it('when the stored request is an old record without field digests, then the 409 names no field', async () => {
+    const tenant = uniqueTenant();
+    const user = '880000005';
+    const key = idempotencyKey();
+    const headers = { ...bearer(tenant, user), 'Idempotency-Key': key };
+    expect((await http('POST', '/api/v1/orders', { headers, body: first })).status).to.equal(201);
+    await sql('UPDATE idempotency_records SET field_hashes = NULL WHERE scope_key = $1', [
+      `${tenant}:${user}:orders.create:${key}`,
+    ]);
+    const other = await http('POST', '/api/v1/orders', { headers, body: { ...first, amount: 11 } });
+    expect(other.status).to.equal(409);
+    expect(other.body.data).to.equal(null);
+  });
+
+  it('when the body is stored, then no field value appears in the record in plaintext', async () => {
+    const tenant = uniqueTenant();
+    const user = '880000006';
+    const key = idempotencyKey();
+    const headers = { ...bearer(tenant, user), 'Idempotency-Key': key };
+    await http('POST', '/api/v1/orders', { headers, body: { ...first, description: 'secret-words-here' } });
+    const [row] = await sql<{ field_hashes: string }>(
+      'SELECT field_hashes FROM idempotency_records WHERE scope_key = $1',
+      [`${tenant}:${user}:orders.create:${key}`],
+    );
+    expect(Object.keys(JSON.parse(row.field_hashes)).sort()).to.deep.equal([
+      'amount',
+      'currency',
+      'description',
+      'merchantOrderNo',
+    ]);
+    expect(row.field_hashes).to.not.include('secret-words-here');
+    expect(row.field_hashes).to.not.include('mo-m');
+  });
+});

@@ -33,12 +33,21 @@ export async function viaTrpc(
     return { status: last.status, body, headers: last.headers };
   } catch (err) {
     if (!(err instanceof TRPCClientError)) throw err;
-    const data = err.data as { httpStatus: number; businessCode: number; stack?: unknown };
+    const data = err.data as {
+      httpStatus: number;
+      businessCode: number;
+      stack?: unknown;
+      mismatch?: string[];
+    };
     if (data.stack !== undefined) throw new Error('a tRPC error carried a stack');
     if (data.httpStatus !== last.status) throw new Error(`httpStatus ${data.httpStatus} != ${last.status}`);
     return {
       status: data.httpStatus,
-      body: { code: data.businessCode, message: err.message, data: null },
+      body: {
+        code: data.businessCode,
+        message: err.message,
+        data: data.mismatch ? { mismatch: data.mismatch } : null,
+      },
       headers: last.headers,
     };
   }
@@ -69,7 +78,9 @@ export function expectFailure(a: Answer, status: number, code = status): void {
   expect(a.body).to.have.all.keys('code', 'message', 'data');
   expect(a.body.code).to.equal(code);
   expect(a.body.message).to.be.a('string').and.not.equal('');
-  expect(a.body.data).to.equal(null);
+  // data is null, except a 40901's list of the fields that differ (JSON pointers).
+  if (code === 40901) expect(a.body.data).to.have.all.keys('mismatch');
+  else expect(a.body.data).to.equal(null);
   expect(JSON.stringify(a.body)).to.not.match(/\bat .*\.(ts|js):\d+/);
 }
 

@@ -223,7 +223,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -240,7 +242,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -255,7 +259,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -272,7 +278,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -287,7 +295,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -302,7 +312,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -317,7 +329,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -334,7 +348,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -394,7 +410,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -411,7 +429,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -426,7 +446,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -441,7 +463,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -458,7 +482,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -473,7 +499,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -490,7 +518,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -600,7 +630,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -619,7 +651,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -636,7 +670,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -653,7 +689,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -672,7 +710,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -689,7 +729,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -706,7 +748,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -723,7 +767,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -742,7 +788,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -757,7 +805,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -774,7 +824,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -839,7 +891,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -856,7 +910,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -871,7 +927,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -886,7 +944,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -903,7 +963,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -918,7 +980,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -935,7 +999,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -994,7 +1060,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1011,7 +1079,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1026,7 +1096,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1041,7 +1113,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1058,7 +1132,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1073,7 +1149,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1090,7 +1168,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1189,7 +1269,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1208,7 +1290,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1225,7 +1309,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1242,7 +1328,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1261,7 +1349,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1278,7 +1368,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1295,7 +1387,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1312,7 +1406,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1331,7 +1427,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1346,7 +1444,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1363,7 +1463,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1407,7 +1509,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1426,7 +1530,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1443,7 +1549,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1460,7 +1568,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1479,7 +1589,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1496,7 +1608,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1515,7 +1629,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1530,7 +1646,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1547,7 +1665,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1645,7 +1765,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1664,7 +1786,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1681,7 +1805,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1698,7 +1824,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1717,7 +1845,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1734,7 +1864,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1751,7 +1883,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1768,7 +1902,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1787,7 +1923,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1802,7 +1940,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1819,7 +1959,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1916,7 +2058,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1935,7 +2079,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1952,7 +2098,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1969,7 +2117,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -1988,7 +2138,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2005,7 +2157,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2022,7 +2176,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2039,7 +2195,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2058,7 +2216,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2073,7 +2233,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2090,7 +2252,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2149,7 +2313,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2166,7 +2332,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2181,7 +2349,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2196,7 +2366,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2213,7 +2385,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2228,7 +2402,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2245,7 +2421,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2345,7 +2523,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2364,7 +2544,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2381,7 +2563,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2398,7 +2582,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2417,7 +2603,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2434,7 +2622,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2451,7 +2641,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2468,7 +2660,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2487,7 +2681,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2502,7 +2698,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2519,7 +2717,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2577,7 +2777,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2594,7 +2796,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2609,7 +2813,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2624,7 +2830,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2641,7 +2849,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2656,7 +2866,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2673,7 +2885,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2775,7 +2989,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2794,7 +3010,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2811,7 +3029,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2828,7 +3048,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2847,7 +3069,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2864,7 +3088,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2881,7 +3107,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2898,7 +3126,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2917,7 +3147,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2932,7 +3164,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -2949,7 +3183,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -3009,7 +3245,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -3026,7 +3264,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -3041,7 +3281,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -3056,7 +3298,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -3073,7 +3317,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -3088,7 +3334,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
@@ -3105,7 +3353,9 @@ export interface operations {
                     "application/json": {
                         code: number;
                         message: string;
-                        data: null;
+                        data: null | {
+                            mismatch: string[];
+                        };
                     };
                 };
             };
