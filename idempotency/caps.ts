@@ -56,8 +56,7 @@ const exactRetained = (user: string, max: string) =>
  * trip): a free slot, room under the retained cap, the record's insert (ON CONFLICT DO NOTHING: one
  * of any number of concurrent requests inserts), and the slot's counter and holder.
  */
-export function claimStatement(escape: (value: string) => string, v: ClaimValues): string {
-  const lit = escape;
+export function claimStatement(lit: (value: string) => string, v: ClaimValues): string {
   const user = lit(v.userScope);
   const key = lit(v.scopeKey);
   const cap = String(Math.floor(v.maxInFlight));

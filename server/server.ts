@@ -1,6 +1,5 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Logger } from 'pino';
 import type { Config } from '../core/config.js';
 import { openDatabase } from '../core/database.js';
 import { setFailpoints } from '../core/failpoints.js';
@@ -15,7 +14,6 @@ import { migrate } from '../models/migrate.js';
 import type { PaymentDeps } from '../payments/payment-deps.js';
 import { resumablePayments } from '../payments/readings.js';
 import { PAYMENT_OPERATION, recoverExpiredPayments } from '../payments/recoverer.js';
-import type { Services } from '../routers/context.js';
 import { createApp } from './app.js';
 import type { AppServices } from './app-services.js';
 import { every } from './background.js';

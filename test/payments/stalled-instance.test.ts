@@ -94,7 +94,7 @@ describe('bounded waits: one instance frozen inside a transaction never blocks t
         bounded(healthy[1].url, '/api/v1/payments', auth, idempotencyKey(), body),
       ]);
       // Every one answered while the instance is still frozen (SIGCONT is only sent below).
-      answers.forEach((res, i) => expectBoundedAnswer(res, `request ${i}`));
+      for (const [i, res] of answers.entries()) expectBoundedAnswer(res, `request ${i}`);
       expect(readFileSync(`/proc/${frozenOne.pid}/stat`, 'utf8').split(') ')[1]?.[0]).to.equal('T');
 
       process.kill(frozenOne.pid, 'SIGCONT');

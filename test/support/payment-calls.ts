@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type HttpResult, http } from './http.js';
-import { idempotencyKey } from './tokens.js';
 import { trpcClient } from './trpc-client.js';
 
 export interface PaymentRequest {
