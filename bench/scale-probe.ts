@@ -217,7 +217,7 @@ async function measurePoint(
     const sampler = (async () => {
       while (sampling) {
         const { rows } = await admin.query(
-          `SELECT pid, state FROM pg_stat_activity WHERE datname = $1 AND application_name = 'idempotent-service'`,
+          `SELECT pid, state FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE 'idempotent-service%'`,
           [dbName],
         );
         for (const r of rows) backendPids.add(Number(r.pid));
@@ -228,7 +228,7 @@ async function measurePoint(
     })();
     // Backends of the warm-up are already connected: their counters are the baseline.
     const { rows: warm } = await admin.query(
-      `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name = 'idempotent-service'`,
+      `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE 'idempotent-service%'`,
       [dbName],
     );
     const pgStart = new Map<number, number>(warm.map((r) => [Number(r.pid), cpuSeconds(Number(r.pid))]));

@@ -9,6 +9,9 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/** The application_name of this process's connections. */
+export const applicationName = () => `idempotent-service:${process.pid}`;
+
 /** How long anything may wait in the database (CONTRACT section 5, "Waits are bounded"). */
 export interface WaitBounds {
   /** IDEMPOTENCY_WAIT_MS: a lock wait or a wait for a pooled connection ends after this. */
@@ -41,7 +44,8 @@ export function createSequelize(
     logging: false,
     pool: { max: poolMax, min: 0, idle: 10000, acquire: Math.max(100, waitMs) },
     dialectOptions: {
-      application_name: 'idempotent-service',
+      // With the pid: an operator (or the `drop` failpoint) can tell one instance's connections apart.
+      application_name: applicationName(),
       lock_timeout: waitMs,
       statement_timeout: Math.max(30000, bounds.leaseMs),
       idle_in_transaction_session_timeout: Math.max(1000, bounds.leaseMs),

@@ -11,7 +11,8 @@ import { ServiceUnavailable } from './errors.js';
  *
  * Actions: `sigkill` (the process dies at once: a crash), `sigstop` (the process freezes, as in a GC
  * pause or a VM freeze, until someone sends SIGCONT), `stall(ms)` (this request pauses), `throw` (a
- * transient error at that point). `@N` fires on the Nth hit only; `%p` fires with probability p.
+ * transient error at that point), `drop` (every database connection of this process is terminated by
+ * the server, the one of the current transaction included, as in a failover or a network cut). `@N` fires on the Nth hit only; `%p` fires with probability p.
  * Disabled, a failpoint costs one Map lookup on an empty map.
  */
 export const FAILPOINT_NAMES = [
@@ -36,6 +37,7 @@ const actionSchema = z.union([
   z.literal('sigkill'),
   z.literal('sigstop'),
   z.literal('throw'),
+  z.literal('drop'),
   z.string().regex(/^stall\(\d{1,7}\)$/, 'stall(<ms>)'),
 ]);
 
@@ -48,6 +50,12 @@ interface Failpoint {
 }
 
 const active = new Map<string, Failpoint>();
+let dropConnections: (() => Promise<void>) | undefined;
+
+/** How `drop` ends this process's database connections (registered by the composition root). */
+export function onDropConnections(drop: () => Promise<void>): void {
+  dropConnections = drop;
+}
 
 /** The transient error a `throw` failpoint raises: answered 503 with Retry-After, like a real one. */
 export class FailpointError extends ServiceUnavailable {
@@ -106,5 +114,6 @@ export async function failpoint(name: FailpointName): Promise<void> {
   if (fp.action === 'sigkill') process.kill(process.pid, 'SIGKILL');
   else if (fp.action === 'sigstop') process.kill(process.pid, 'SIGSTOP');
   else if (fp.action === 'throw') throw new FailpointError(name);
+  else if (fp.action === 'drop') await dropConnections?.();
   else await sleep(Number(/\d+/.exec(fp.action)?.[0] ?? 0));
 }

@@ -1,8 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../core/config.js';
-import { openDatabase } from '../core/database.js';
-import { setFailpoints } from '../core/failpoints.js';
+import { applicationName, openDatabase } from '../core/database.js';
+import { onDropConnections, setFailpoints } from '../core/failpoints.js';
 import { createLogger } from '../core/logger.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
@@ -45,6 +45,13 @@ export async function startServer(config: Config): Promise<RunningServer> {
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   initModels(db.sequelize);
 
+  onDropConnections(async () => {
+    // From a connection of its own; the server ends every other connection of this process.
+    await db.sequelize.query(
+      'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()',
+      { bind: [applicationName()] },
+    );
+  });
   const placeholder = config.REDIS_URL ? new Placeholder(config.REDIS_URL, 30000, logger) : undefined;
   const metrics = new Metrics();
   metrics.watchProtocol({

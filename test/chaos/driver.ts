@@ -88,6 +88,8 @@ const FAILPOINT_FAULTS = [
   'local.after-write=stall(800)%0.5',
   'payment.tx2.before=throw%0.5',
   'local.before-commit=sigkill@2',
+  'payment.tx2.before=drop@1',
+  'local.after-claim=drop%0.3',
 ] as const;
 
 /** One instance slot: the process that serves it now (replaced after a SIGKILL), and its state. */
