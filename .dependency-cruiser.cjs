@@ -50,9 +50,16 @@ module.exports = {
     {
       name: 'production-never-imports-tests-or-tools',
       severity: 'error',
-      comment: 'test/, bench/ and scripts/ are built on the service, never the other way round',
+      comment: 'test/, bench/, scripts/ and client/ are built on the service, never the other way round',
       from: { path: PRODUCTION },
-      to: { path: '^(test|bench|scripts)/' },
+      to: { path: '^(test|bench|scripts|client)/' },
+    },
+    {
+      name: 'client-imports-no-implementation',
+      severity: 'error',
+      comment: 'The shipped client knows the service by its types only (AppRouter, the OpenAPI paths)',
+      from: { path: '^client/' },
+      to: { path: '^(core|models|idempotency|gateway|payments|server|test|bench|scripts)/', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'scripts-never-import-tests',

@@ -1,4 +1,4 @@
-// Writes test/support/openapi-types.ts from the document the service serves at GET /openapi.json
+// Writes client/openapi-types.ts (the REST client's types) from the document the service serves at GET /openapi.json
 // (built here without a server or a database). Run: npx tsx scripts/generate-openapi-types.ts
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -6,7 +6,7 @@ import { appRouter } from '../routers/index.js';
 import { buildOpenApiDocument } from '../server/openapi.js';
 import { renderOpenApiTypes } from './openapi-typegen.js';
 
-const target = fileURLToPath(new URL('../test/support/openapi-types.ts', import.meta.url));
+const target = fileURLToPath(new URL('../client/openapi-types.ts', import.meta.url));
 // Round-trip through JSON: exactly what a client receives from GET /openapi.json.
 const doc = JSON.parse(JSON.stringify(buildOpenApiDocument(appRouter, '/')));
 await writeFile(target, await renderOpenApiTypes(doc));

@@ -1,15 +1,15 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { expect } from 'chai';
 import createClient from 'openapi-fetch';
+import type { paths } from '../../client/openapi-types.js';
 import { renderOpenApiTypes } from '../../scripts/openapi-typegen.js';
 import { recordedCalls } from '../support/http.js';
-import type { paths } from '../support/openapi-types.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 import { OPERATOR_ID, uniqueUsername } from '../support/users.js';
 
 const OUTPUT_DIR = new URL('../../test-output/', import.meta.url);
-const COMMITTED = new URL('../support/openapi-types.ts', import.meta.url);
+const COMMITTED = new URL('../../client/openapi-types.ts', import.meta.url);
 
 /**
  * An external client's fetch: every answer is also recorded for the run's OpenAPI conformance check
@@ -50,11 +50,11 @@ describe('ops: a client generated from /openapi.json (openapi-typescript + opena
     await writeFile(new URL('openapi-types.d.ts', OUTPUT_DIR), liveTypes);
   });
 
-  it('when types are generated from the live document, then they equal the committed test/support/openapi-types.ts', async () => {
+  it('when types are generated from the live document, then they equal the committed client/openapi-types.ts', async () => {
     expect(liveTypes).to.include('export interface paths');
     const committed = await readFile(COMMITTED, 'utf8');
     // On failure: the document changed; run `npx tsx scripts/generate-openapi-types.ts` and review the diff.
-    expect(liveTypes === committed, 'test/support/openapi-types.ts is stale: regenerate it').to.equal(true);
+    expect(liveTypes === committed, 'client/openapi-types.ts is stale: regenerate it').to.equal(true);
   });
 
   it('when the typed client logs in, orders and pays, then replays and a changed amount behave as documented', async () => {

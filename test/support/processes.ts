@@ -20,7 +20,8 @@ const live = new Set<Instance>();
 
 /** Starts one real service process (`node --import tsx server/main.ts`) on the test database. */
 export async function startInstance(env: Record<string, string> = {}): Promise<Instance> {
-  const port = await freePort();
+  // A given PORT restarts an instance where it was (behind a balancer that knows that address).
+  const port = env.PORT ? Number(env.PORT) : await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
     env: {
       PATH: process.env.PATH ?? '',

@@ -1,0 +1,78 @@
+/**
+ * Typed clients that carry the key and retry safely (the client's half of CONTRACT section 5):
+ *
+ *   const { trpc, rest } = createServiceClient({ url: 'http://127.0.0.1:3000', token });
+ *   await trpc.payments.create.mutate({ merchantOrderNo: 'A-1', amount: '10.50' });
+ *   await rest.POST('/api/v1/payments', { body: { merchantOrderNo: 'A-1', amount: '10.50' } });
+ *
+ * Every mutation gets one Idempotency-Key per call (or the caller's own: tRPC
+ * `{ context: { idempotencyKey } }`, REST `params.header['Idempotency-Key']`) and is retried with it
+ * on network errors, 503 and 429 (after Retry-After), and followed through 202, within a deadline.
+ * Errors arrive as values: tRPC's TRPCClientError with `data.businessCode`, openapi-fetch's
+ * `{ error }` with the envelope's `code`; past the deadline, StillProcessingError (key, Location)
+ * or RetriesExhaustedError.
+ */
+import { randomUUID } from 'node:crypto';
+import { createTRPCClient, httpLink, type TRPCLink } from '@trpc/client';
+import { observable } from '@trpc/server/observable';
+import createClient from 'openapi-fetch';
+import type { AppRouter } from '../routers/index.js';
+import type { paths } from './openapi-types.js';
+import { type RetryOptions, retryingFetch } from './retrying-fetch.js';
+
+export type { AppRouter } from '../routers/index.js';
+export type { paths } from './openapi-types.js';
+export { type RetryOptions, RetriesExhaustedError, StillProcessingError } from './retrying-fetch.js';
+
+export interface ServiceClientOptions {
+  /** The service's base URL, e.g. http://127.0.0.1:3000 (or a balancer in front of instances). */
+  url: string;
+  /** A bearer token (POST /api/v1/tokens, or `npm run token`). */
+  token: string;
+  retry?: RetryOptions;
+  /** The fetch underneath (tests, proxies); the global fetch by default. */
+  fetch?: typeof fetch;
+}
+
+/**
+ * A tRPC link that gives every mutation its Idempotency-Key: the caller's
+ * (`context.idempotencyKey`) or a new one, made once per call, before any retry.
+ */
+export function idempotencyLink(): TRPCLink<AppRouter> {
+  return () =>
+    ({ op, next }) =>
+      observable((observer) => {
+        const context =
+          op.type === 'mutation' && typeof op.context.idempotencyKey !== 'string'
+            ? { ...op.context, idempotencyKey: randomUUID() }
+            : op.context;
+        return next({ ...op, context }).subscribe(observer);
+      });
+}
+
+/** A new Idempotency-Key for one logical call (REST: the document makes the header required). */
+export const newIdempotencyKey = (): string => randomUUID();
+
+export function createServiceClient(options: ServiceClientOptions) {
+  const send = retryingFetch(options.retry, options.fetch ?? fetch);
+  const authorization = `Bearer ${options.token}`;
+  const trpc = createTRPCClient<AppRouter>({
+    links: [
+      idempotencyLink(),
+      httpLink({
+        url: `${options.url.replace(/\/+$/, '')}/trpc`,
+        headers: ({ op }) => ({
+          authorization,
+          ...(typeof op.context.idempotencyKey === 'string' ? { 'idempotency-key': op.context.idempotencyKey } : {}),
+        }),
+        fetch: (url, init) => send(new Request(String(url), init as RequestInit)),
+      }),
+    ],
+  });
+  const rest = createClient<paths>({
+    baseUrl: options.url.replace(/\/+$/, ''),
+    headers: { authorization },
+    fetch: send,
+  });
+  return { trpc, rest };
+}
