@@ -24,6 +24,13 @@ const errorEnvelope = {
   additionalProperties: false,
 };
 
+const TAG_DESCRIPTIONS: Record<string, string> = {
+  tokens: 'Bearer tokens for a tenant user (public)',
+  users: 'Users of a tenant (admin, or the user itself)',
+  orders: 'Orders; creating one needs an Idempotency-Key',
+  payments: 'Payments of orders, charged exactly once at the gateway',
+};
+
 const ERROR_DESCRIPTIONS: Record<string, string> = {
   '400': 'Validation failure, malformed JSON, bad Idempotency-Key or bad path id',
   '401': 'Missing, invalid or expired token',
@@ -168,5 +175,14 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
   // replaced, but generated clients would still get types for them. The envelope is the only error body.
   const schemas = doc.components?.schemas as Record<string, unknown> | undefined;
   for (const name of Object.keys(schemas ?? {})) if (name.startsWith('error.')) delete schemas?.[name];
+  // Public operations say so (security: []), and every tag used is declared once, with its meaning.
+  const tags = new Set<string>();
+  for (const ops of Object.values(doc.paths ?? {})) {
+    for (const op of Object.values(ops as Record<string, Operation & { tags?: string[] }>)) {
+      if (!op.security) op.security = [];
+      for (const tag of op.tags ?? []) tags.add(tag);
+    }
+  }
+  doc.tags = [...tags].sort().map((name) => ({ name, description: TAG_DESCRIPTIONS[name] ?? name }));
   return doc;
 }
