@@ -359,8 +359,8 @@ export interface operations {
     "users-list": {
         parameters: {
             query?: {
-                page?: number | string;
-                size?: number | string;
+                page?: number;
+                size?: number;
             };
             header?: never;
             path?: never;
@@ -835,8 +835,8 @@ export interface operations {
     "users-listPage": {
         parameters: {
             query?: {
-                page?: number | string;
-                size?: number | string;
+                page?: number;
+                size?: number;
             };
             header?: never;
             path?: never;
@@ -1485,6 +1485,30 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description The first request with this Idempotency-Key is still processing; poll Location or retry */
+            202: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description The resource being processed, when its id is known */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 202;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "PROCESSING";
+                            resourceId: string | null;
+                        };
+                    };
+                };
+            };
             /** @description No content */
             204: {
                 headers: {
@@ -2263,8 +2287,8 @@ export interface operations {
     "orders-list": {
         parameters: {
             query?: {
-                page?: number | string;
-                size?: number | string;
+                page?: number;
+                size?: number;
             };
             header?: never;
             path?: never;
@@ -2443,6 +2467,7 @@ export interface operations {
             content: {
                 "application/json": {
                     merchantOrderNo: string;
+                    /** @description A positive amount: a positive decimal with at most 12 integer and 2 fraction digits; 10, 10.0 and "10.00" are the same */
                     amount: number | string;
                     /** @default USD */
                     currency?: string;
@@ -2907,6 +2932,7 @@ export interface operations {
             content: {
                 "application/json": {
                     merchantOrderNo: string;
+                    /** @description A positive amount: a positive decimal with at most 12 integer and 2 fraction digits; 10, 10.0 and "10.00" are the same */
                     amount: number | string;
                     /** @default USD */
                     currency?: string;

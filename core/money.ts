@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { documentedAs } from './documented-as.js';
 
 const DIGITS = /^(\d+)(?:\.(\d{0,2}))?$/;
 const DECIMAL = /^(0|[1-9][0-9]{0,11})(\.[0-9]{1,2})?$/;
@@ -20,14 +21,27 @@ export function canonicalAmount(text: string): string {
  * all become "10.00" (so the fingerprint and the stored value agree). A float that does not print
  * with at most two fraction digits (0.1 + 0.2) is refused rather than rounded.
  */
-export const amountSchema = z.union([z.number(), z.string()], { error: MESSAGE }).transform((v, ctx) => {
-  const text = typeof v === 'number' ? (Number.isFinite(v) ? String(v) : '') : v.trim();
-  if (!DECIMAL.test(text) || Number(text) <= 0) {
-    ctx.addIssue({ code: 'custom', message: MESSAGE });
-    return z.NEVER;
-  }
-  return canonicalAmount(text);
-});
+export const amountSchema = z
+  .union([z.number(), z.string()], { error: MESSAGE })
+  .transform((v, ctx) => {
+    const text = typeof v === 'number' ? (Number.isFinite(v) ? String(v) : '') : v.trim();
+    if (!DECIMAL.test(text) || Number(text) <= 0) {
+      ctx.addIssue({ code: 'custom', message: MESSAGE });
+      return z.NEVER;
+    }
+    return canonicalAmount(text);
+  })
+  // What the document says of it: the rule above, as JSON Schema (a number with at most 2 fraction
+  // digits, or the same as a decimal string; positive).
+  .meta(
+    documentedAs({
+      description: `A positive amount: ${MESSAGE.replace('must be ', '')}; 10, 10.0 and "10.00" are the same`,
+      oneOf: [
+        { type: 'number', exclusiveMinimum: 0, maximum: 999999999999.99 },
+        { type: 'string', pattern: `^\\s*${DECIMAL.source.slice(1, -1)}\\s*$` },
+      ],
+    }),
+  );
 
 export const currencySchema = z
   .string()

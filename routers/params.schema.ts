@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { documentedAs } from '../core/documented-as.js';
 import { idSchema } from '../core/ids.js';
 
 export const idParams = z.object({ id: idSchema });
@@ -18,7 +19,9 @@ const queryInt = (fallback: number, max: number) =>
         .transform(Number),
     ])
     .pipe(z.number().int().min(1).max(max))
-    .default(fallback);
+    .default(fallback)
+    // What the document says of it: the bounds the pipe above enforces (a query string carries it).
+    .meta(documentedAs({ type: 'integer', minimum: 1, maximum: max, default: fallback }));
 
 export const pageQuery = z.object({
   page: queryInt(1, 1_000_000),

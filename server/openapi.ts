@@ -1,4 +1,6 @@
 import { generateOpenApiDocument, type OpenAPIObject } from 'trpc-to-openapi';
+import { z } from 'zod';
+import { processingSchema } from '../core/envelope.js';
 import type { AppRouter } from '../routers/index.js';
 import { metaByProcedure } from '../routers/meta.js';
 
@@ -23,6 +25,9 @@ const errorEnvelope = {
   },
   additionalProperties: false,
 };
+
+/** The 202 body (CONTRACT section 2), from the same zod schema the procedures answer with. */
+const { $schema: _dialect, ...PROCESSING_ENVELOPE } = z.toJSONSchema(processingSchema, { io: 'output' });
 
 const TAG_DESCRIPTIONS: Record<string, string> = {
   tokens: 'Bearer tokens for a tenant user (public)',
@@ -136,7 +141,9 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
               headers: successHeaders,
               content: { 'application/json': { schema: success } },
             };
-      if (processing) {
+      // A keyed operation without a body (DELETE) answers 202 too while its first request runs.
+      const processingBody = processing ?? (idempotent ? PROCESSING_ENVELOPE : undefined);
+      if (processingBody) {
         responses['202'] = {
           description:
             'The first request with this Idempotency-Key is still processing; poll Location or retry',
@@ -145,7 +152,7 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
             'Retry-After': RETRY_AFTER,
             Location: header('The resource being processed, when its id is known'),
           },
-          content: { 'application/json': { schema: processing } },
+          content: { 'application/json': { schema: processingBody } },
         };
       }
       const errors = ['400', '404', '405', '500', '503'];

@@ -165,4 +165,31 @@ describe('API docs page (GET /docs)', () => {
   it('when an asset does not exist, then 404 envelope', async () => {
     expectError(await http('GET', '/docs/assets/no-such-file.js'), 404);
   });
+
+  it("when the document is read, then it holds the input constraints the service enforces: page/size bounds, the amount rule, a keyed DELETE's 202", async () => {
+    const doc = (await openapiDoc()) as unknown as {
+      paths: Record<
+        string,
+        Record<
+          string,
+          {
+            parameters?: Array<{ name: string; schema: Record<string, unknown> }>;
+            requestBody?: {
+              content: Record<string, { schema: { properties: Record<string, { oneOf?: unknown[] }> } }>;
+            };
+            responses: Record<string, unknown>;
+          }
+        >
+      >;
+    };
+    const params = Object.fromEntries(
+      (doc.paths['/api/v1/users'].get.parameters ?? []).map((p) => [p.name, p.schema]),
+    );
+    expect(params.page).to.include({ type: 'integer', minimum: 1, default: 1 });
+    expect(params.size).to.include({ type: 'integer', minimum: 1, maximum: 100, default: 10 });
+    const amount =
+      doc.paths['/api/v1/orders'].post.requestBody?.content['application/json'].schema.properties.amount;
+    expect(amount?.oneOf).to.have.length(2);
+    expect(doc.paths['/api/v1/users/{id}'].delete.responses).to.have.property('202');
+  });
 });
