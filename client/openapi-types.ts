@@ -160,6 +160,197 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List users (v1: array)
+         * @deprecated
+         * @description Deprecated alias of GET /api/v1/users: the same operation (validation, auth, idempotency record and fingerprint); use the canonical path.
+         */
+        get: operations["users-list-alias"];
+        put?: never;
+        /**
+         * Create a user
+         * @deprecated
+         * @description Deprecated alias of POST /api/v1/users: the same operation (validation, auth, idempotency record and fingerprint); use the canonical path.
+         */
+        post: operations["users-create-alias"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a user
+         * @deprecated
+         * @description Deprecated alias of GET /api/v1/users/{id}: the same operation (validation, auth, idempotency record and fingerprint); use the canonical path.
+         */
+        get: operations["users-get-alias"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a user
+         * @deprecated
+         * @description Deprecated alias of DELETE /api/v1/users/{id}: the same operation (validation, auth, idempotency record and fingerprint); use the canonical path.
+         */
+        delete: operations["users-delete-alias"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users/{id}/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set a user status
+         * @deprecated
+         * @description Deprecated alias of PUT /api/v1/users/{id}/status: the same operation (validation, auth, idempotency record and fingerprint); use the canonical path.
+         */
+        put: operations["users-setStatus-alias"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create an order
+         * @deprecated
+         * @description Deprecated alias of POST /api/v1/orders: the same operation (validation, auth, idempotency record and fingerprint); use the canonical path.
+         */
+        post: operations["orders-create-alias"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/orders/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an order
+         * @deprecated
+         * @description Deprecated alias of GET /api/v1/orders/{id}: the same operation (validation, auth, idempotency record and fingerprint); use the canonical path.
+         */
+        get: operations["orders-get-alias"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/payments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pay an order (201 final; 202 still processing, poll Location)
+         * @deprecated
+         * @description Deprecated alias of POST /api/v1/payments: the same operation (validation, auth, idempotency record and fingerprint); use the canonical path.
+         */
+        post: operations["payments-create-alias"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/payments/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a payment (the status query)
+         * @deprecated
+         * @description Deprecated alias of GET /api/v1/payments/{id}: the same operation (validation, auth, idempotency record and fingerprint); use the canonical path.
+         */
+        get: operations["payments-get-alias"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/healthz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Liveness: the process answers */
+        get: operations["healthz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Readiness: database reachable and migrations applied */
+        get: operations["readyz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -3354,6 +3545,2221 @@ export interface operations {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
                     "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "users-list-alias": {
+        parameters: {
+            query?: {
+                page?: number;
+                size?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            name: string;
+                            age: number;
+                            username: string | null;
+                            email: string | null;
+                            /** @enum {string} */
+                            role: "admin" | "user";
+                            /** @enum {string} */
+                            status: "ACTIVE" | "DISABLED";
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "users-create-alias": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description One high-entropy key per business operation, reused on every retry (16..64 of [A-Za-z0-9_-]) */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    age: number;
+                    username?: string | null;
+                    email?: string | null;
+                    password?: string | null;
+                    /**
+                     * @default user
+                     * @enum {string}
+                     */
+                    role?: "admin" | "user";
+                    /**
+                     * @default ACTIVE
+                     * @enum {string}
+                     */
+                    status?: "ACTIVE" | "DISABLED";
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Canonical path of the created resource */
+                    Location: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            name: string;
+                            age: number;
+                            username: string | null;
+                            email: string | null;
+                            /** @enum {string} */
+                            role: "admin" | "user";
+                            /** @enum {string} */
+                            status: "ACTIVE" | "DISABLED";
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        };
+                    };
+                };
+            };
+            /** @description The first request with this Idempotency-Key is still processing; poll Location or retry */
+            202: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description The resource being processed, when its id is known */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 202;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "PROCESSING";
+                            resourceId: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            409: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body larger than MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Idempotency limits: 42901 too many in flight, 42902 too many retained keys */
+            429: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "users-get-alias": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            name: string;
+                            age: number;
+                            username: string | null;
+                            email: string | null;
+                            /** @enum {string} */
+                            role: "admin" | "user";
+                            /** @enum {string} */
+                            status: "ACTIVE" | "DISABLED";
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "users-delete-alias": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description One high-entropy key per business operation, reused on every retry (16..64 of [A-Za-z0-9_-]) */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The first request with this Idempotency-Key is still processing; poll Location or retry */
+            202: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description The resource being processed, when its id is known */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 202;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "PROCESSING";
+                            resourceId: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description No content */
+            204: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            409: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Idempotency limits: 42901 too many in flight, 42902 too many retained keys */
+            429: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "users-setStatus-alias": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description One high-entropy key per business operation, reused on every retry (16..64 of [A-Za-z0-9_-]) */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    status: "ACTIVE" | "DISABLED";
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            name: string;
+                            age: number;
+                            username: string | null;
+                            email: string | null;
+                            /** @enum {string} */
+                            role: "admin" | "user";
+                            /** @enum {string} */
+                            status: "ACTIVE" | "DISABLED";
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        };
+                    };
+                };
+            };
+            /** @description The first request with this Idempotency-Key is still processing; poll Location or retry */
+            202: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description The resource being processed, when its id is known */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 202;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "PROCESSING";
+                            resourceId: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            409: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body larger than MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Idempotency limits: 42901 too many in flight, 42902 too many retained keys */
+            429: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "orders-create-alias": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description One high-entropy key per business operation, reused on every retry (16..64 of [A-Za-z0-9_-]) */
+                "Idempotency-Key": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    merchantOrderNo: string;
+                    /** @description A positive amount: a positive decimal with at most 12 integer and 2 fraction digits; 10, 10.0 and "10.00" are the same */
+                    amount: number | string;
+                    /** @default USD */
+                    currency?: string;
+                    description?: string | null;
+                    traceId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Canonical path of the created resource */
+                    Location: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            merchantOrderNo: string;
+                            userId: string;
+                            amount: string;
+                            currency: string;
+                            description: string | null;
+                            /** @enum {string} */
+                            status: "CREATED" | "PAID";
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        };
+                    };
+                };
+            };
+            /** @description The first request with this Idempotency-Key is still processing; poll Location or retry */
+            202: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description The resource being processed, when its id is known */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 202;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "PROCESSING";
+                            resourceId: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            409: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body larger than MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Idempotency limits: 42901 too many in flight, 42902 too many retained keys */
+            429: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "orders-get-alias": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            merchantOrderNo: string;
+                            userId: string;
+                            amount: string;
+                            currency: string;
+                            description: string | null;
+                            /** @enum {string} */
+                            status: "CREATED" | "PAID";
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "payments-create-alias": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description One high-entropy key per business operation, reused on every retry (16..64 of [A-Za-z0-9_-]) */
+                "Idempotency-Key": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    merchantOrderNo: string;
+                    /** @description A positive amount: a positive decimal with at most 12 integer and 2 fraction digits; 10, 10.0 and "10.00" are the same */
+                    amount: number | string;
+                    /** @default USD */
+                    currency?: string;
+                    description?: string | null;
+                    traceId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Canonical path of the created resource */
+                    Location: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            paymentNo: string;
+                            merchantId: string;
+                            merchantOrderNo: string;
+                            orderId: string;
+                            amount: string;
+                            currency: string;
+                            /** @enum {string} */
+                            status: "PROCESSING" | "SUCCEEDED" | "FAILED";
+                            failureReason: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        };
+                    };
+                };
+            };
+            /** @description The first request with this Idempotency-Key is still processing; poll Location or retry */
+            202: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description The resource being processed, when its id is known */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 202;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "PROCESSING";
+                            resourceId: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            409: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body larger than MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Idempotency limits: 42901 too many in flight, 42902 too many retained keys */
+            429: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "payments-get-alias": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            paymentNo: string;
+                            merchantId: string;
+                            merchantOrderNo: string;
+                            orderId: string;
+                            amount: string;
+                            currency: string;
+                            /** @enum {string} */
+                            status: "PROCESSING" | "SUCCEEDED" | "FAILED";
+                            failureReason: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    healthz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The instance is up (healthz) or ready to serve (readyz) */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "ok";
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    readyz: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The instance is up (healthz) or ready to serve (readyz) */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "ok";
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { processingSchema } from '../core/envelope.js';
 import type { AppRouter } from '../routers/index.js';
 import { metaByProcedure } from '../routers/meta.js';
+import { ALIASES } from './rest-routes.js';
 
 const errorEnvelope = {
   type: 'object',
@@ -29,7 +30,71 @@ const errorEnvelope = {
 /** The 202 body (CONTRACT section 2), from the same zod schema the procedures answer with. */
 const { $schema: _dialect, ...PROCESSING_ENVELOPE } = z.toJSONSchema(processingSchema, { io: 'output' });
 
+/**
+ * The seed's unversioned paths (server/rest-routes.ts ALIASES), served as thin rewrites: described as
+ * deprecated copies of their canonical operation, saying which one.
+ */
+function describeAliases(doc: OpenAPIObject): void {
+  const paths = (doc.paths ?? {}) as Record<string, Record<string, Record<string, unknown>>>;
+  for (const { alias, canonical, methods } of ALIASES) {
+    for (const method of methods.map((m) => m.toLowerCase())) {
+      const op = paths[canonical]?.[method];
+      if (!op) continue;
+      const copy = JSON.parse(JSON.stringify(op)) as Record<string, unknown>;
+      copy.operationId = `${String(op.operationId)}-alias`;
+      copy.deprecated = true;
+      copy.description = `Deprecated alias of ${method.toUpperCase()} ${canonical}: the same operation (validation, auth, idempotency record and fingerprint); use the canonical path.`;
+      paths[alias] ??= {};
+      paths[alias][method] = copy;
+    }
+  }
+  doc.paths = paths as OpenAPIObject['paths'];
+}
+
+/** The probes: liveness, and readiness (503 while the database is unreachable or migrations are pending). */
+function describeProbes(doc: OpenAPIObject): void {
+  const ok = {
+    description: 'The instance is up (healthz) or ready to serve (readyz)',
+    headers: { 'X-Request-Id': REQUEST_ID },
+    content: {
+      'application/json': {
+        schema: {
+          type: 'object',
+          required: ['code', 'message', 'data'],
+          properties: {
+            code: { type: 'integer', const: 200 },
+            message: { type: 'string' },
+            data: {
+              type: 'object',
+              required: ['status'],
+              properties: { status: { type: 'string', const: 'ok' } },
+            },
+          },
+        },
+      },
+    },
+  };
+  const probe = (operationId: string, summary: string, unready: boolean) => ({
+    get: {
+      operationId,
+      summary,
+      tags: ['ops'],
+      security: [],
+      responses: {
+        '200': ok,
+        ...(unready ? { '503': errorResponse('503', false) } : {}),
+        '405': errorResponse('405', false),
+      },
+    },
+  });
+  const paths = (doc.paths ?? {}) as Record<string, unknown>;
+  paths['/healthz'] = probe('healthz', 'Liveness: the process answers', false);
+  paths['/readyz'] = probe('readyz', 'Readiness: database reachable and migrations applied', true);
+  doc.paths = paths as OpenAPIObject['paths'];
+}
+
 const TAG_DESCRIPTIONS: Record<string, string> = {
+  ops: 'Probes for orchestrators and balancers (public)',
   tokens: 'Bearer tokens for a tenant user (public)',
   users: 'Users of a tenant (admin, or the user itself)',
   orders: 'Orders; creating one needs an Idempotency-Key',
@@ -162,6 +227,11 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
       if (path === '/api/v1/tokens') errors.push('401');
       for (const status of [...new Set(errors)].sort()) responses[status] = errorResponse(status, idempotent);
       op.responses = responses;
+      // A PATCH body is a non-empty subset of known fields (CONTRACT section 3: {} and unknown keys are 400).
+      const body = (
+        op as { requestBody?: { content?: Record<string, { schema?: Record<string, unknown> }> } }
+      ).requestBody?.content?.['application/json']?.schema;
+      if (method === 'patch' && body) Object.assign(body, { additionalProperties: false, minProperties: 1 });
       if (meta?.idempotencyKey) {
         op.parameters = [
           ...(op.parameters ?? []),
@@ -182,6 +252,8 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
   // replaced, but generated clients would still get types for them. The envelope is the only error body.
   const schemas = doc.components?.schemas as Record<string, unknown> | undefined;
   for (const name of Object.keys(schemas ?? {})) if (name.startsWith('error.')) delete schemas?.[name];
+  describeAliases(doc);
+  describeProbes(doc);
   // Public operations say so (security: []), and every tag used is declared once, with its meaning.
   const tags = new Set<string>();
   for (const ops of Object.values(doc.paths ?? {})) {

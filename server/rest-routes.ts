@@ -13,7 +13,7 @@ export interface RestRoute {
  * only (CONTRACT section 3). Everything else about them (validation, auth, idempotency) is the
  * canonical procedure's.
  */
-const ALIASES: Array<{ alias: string; canonical: string; methods: string[] }> = [
+export const ALIASES: Array<{ alias: string; canonical: string; methods: string[] }> = [
   { alias: '/api/users', canonical: '/api/v1/users', methods: ['GET', 'POST'] },
   { alias: '/api/users/{id}', canonical: '/api/v1/users/{id}', methods: ['GET', 'DELETE'] },
   { alias: '/users/{id}/status', canonical: '/api/v1/users/{id}/status', methods: ['PUT'] },
@@ -23,9 +23,16 @@ const ALIASES: Array<{ alias: string; canonical: string; methods: string[] }> = 
   { alias: '/payments/{id}', canonical: '/api/v1/payments/{id}', methods: ['GET'] },
 ];
 
+/** Paths of the probes (server/health.ts), described in the document but not procedures. */
+const PROBES = ['/healthz', '/readyz'];
+
 /** Builds the route table from the generated OpenAPI paths (the procedures), plus live aliases. */
 export function buildRouteTable(paths: Record<string, object>): RestRoute[] {
-  const routes: RestRoute[] = Object.entries(paths).map(([template, ops]) => ({
+  // The document also describes the aliases and the probes; routes come from the procedures' paths.
+  const served = Object.entries(paths).filter(
+    ([template]) => !ALIASES.some((a) => a.alias === template) && !PROBES.includes(template),
+  );
+  const routes: RestRoute[] = served.map(([template, ops]) => ({
     template,
     canonical: template,
     regex: getPathRegExp(template),

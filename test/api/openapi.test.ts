@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { appRouter } from '../../routers/index.js';
+import { ALIASES } from '../../server/rest-routes.js';
 import { http } from '../support/http.js';
 import { sharedServer } from '../support/server.js';
 import { expectError } from '../support/users.js';
@@ -63,15 +64,16 @@ async function openapiDoc(): Promise<Doc> {
 }
 
 describe('OpenAPI document (GET /openapi.json)', () => {
-  it('when fetched without a token, then it is an OpenAPI 3 document with exactly the procedures as operations', async () => {
+  it('when fetched without a token, then it is an OpenAPI 3 document with exactly the procedures, their aliases and the probes as operations', async () => {
     const doc = await openapiDoc();
     expect(doc.openapi).to.match(/^3\./);
     const documented = Object.entries(doc.paths).flatMap(([path, ops]) =>
       Object.keys(ops).map((m) => `${m} ${path}`),
     );
     const routes = routesOfRouter().map((r) => `${r.method} ${r.path}`);
+    const aliases = ALIASES.flatMap((a) => a.methods.map((m) => `${m.toLowerCase()} ${a.alias}`));
     expect(routes.length).to.be.greaterThanOrEqual(USERS_AND_TOKENS.length);
-    expect(documented.sort()).to.deep.equal(routes.sort());
+    expect(documented.sort()).to.deep.equal([...routes, ...aliases, 'get /healthz', 'get /readyz'].sort());
   });
 
   it('when read per procedure, then each operation documents its success status and only that one', async () => {
@@ -107,6 +109,7 @@ describe('OpenAPI document (GET /openapi.json)', () => {
     const doc = await openapiDoc();
     let errors = 0;
     for (const [path, ops] of Object.entries(doc.paths)) {
+      if (path === '/healthz' || path === '/readyz') continue; // probes: 200, 503, 405 only
       for (const [method, op] of Object.entries(ops)) {
         expect(Object.keys(op.responses), `${method} ${path}`).to.include.members(['400', '404', '500']);
         for (const [status, response] of Object.entries(op.responses)) {
@@ -191,5 +194,25 @@ describe('API docs page (GET /docs)', () => {
       doc.paths['/api/v1/orders'].post.requestBody?.content['application/json'].schema.properties.amount;
     expect(amount?.oneOf).to.have.length(2);
     expect(doc.paths['/api/v1/users/{id}'].delete.responses).to.have.property('202');
+  });
+
+  it('when the document is read, then the seed aliases are deprecated copies naming their canonical path, the probes are described, a PATCH body is a non-empty strict object, and public operations declare no security', async () => {
+    const doc = (await openapiDoc()) as unknown as {
+      paths: Record<string, Record<string, Record<string, unknown>>>;
+    };
+    const alias = doc.paths['/api/users/{id}']?.delete;
+    expect(alias?.deprecated).to.equal(true);
+    expect(String(alias?.description)).to.include('/api/v1/users/{id}');
+    expect(doc.paths['/orders']?.post?.deprecated).to.equal(true);
+    expect(Object.keys(doc.paths['/readyz']?.get?.responses as object)).to.include.members(['200', '503']);
+    expect(doc.paths['/healthz']?.get?.security).to.deep.equal([]);
+    const patch = doc.paths['/api/v1/users/{id}'].patch.requestBody as {
+      content: Record<string, { schema: Record<string, unknown> }>;
+    };
+    expect(patch.content['application/json'].schema).to.include({
+      additionalProperties: false,
+      minProperties: 1,
+    });
+    expect(doc.paths['/api/v1/tokens'].post.security).to.deep.equal([]);
   });
 });

@@ -58,7 +58,9 @@ describe('ops: the /docs page in a real browser (Chromium via playwright-core)',
       const operations = await page.$$eval('.opblock', (blocks) =>
         blocks.map((b) => {
           const method = b.querySelector('.opblock-summary-method')?.textContent?.trim() ?? '';
-          const path = b.querySelector('.opblock-summary-path')?.getAttribute('data-path') ?? '';
+          // A deprecated operation (the seed's aliases) is drawn with another class and no data-path.
+          const el = b.querySelector('.opblock-summary-path, .opblock-summary-path__deprecated');
+          const path = el?.getAttribute('data-path') ?? el?.textContent?.trim().replace(/\u200b/g, '') ?? '';
           return `${method} ${path}`;
         }),
       );
