@@ -44,6 +44,11 @@ export interface ChaosOptions {
   databaseUrl: string;
   instances?: number;
   clients?: number;
+  /**
+   * Restarts the PostgreSQL server (stop, then start on the same data): given only when the run owns
+   * its server (`npm run chaos` on an embedded PostgreSQL), and then drawn like the other faults.
+   */
+  restartDatabase?: () => Promise<void>;
   /** Fault kinds to leave out (e.g. on a machine too slow for stops). */
   without?: ReadonlyArray<FaultEvent['kind']>;
   log?: (line: string) => void;
@@ -117,7 +122,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   await gateway.simulator();
   const env = INSTANCE_ENV(opts.databaseUrl, gateway.url);
   const slots: Slot[] = [];
-  const admin = new pg.Client(opts.databaseUrl);
+  let admin = new pg.Client(opts.databaseUrl);
+  // A restart of the server ends this connection too: errors are expected, never fatal.
+  admin.on('error', () => {});
   let seq = 0;
   try {
     slots.push({ instance: await startInstance(env), stopped: false, dead: false, epoch: 0 });
@@ -260,6 +267,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
             'gateway-reset-after-charge',
             'gateway-decline',
             'db-connections-dropped',
+            ...(opts.restartDatabase ? (['pg-restart'] as const) : []),
           ] as const
         ).filter((k) => !without.has(k));
         const kind = rnd.pick(kinds);
@@ -311,6 +319,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           }
           slot.stopped = false;
           slot.epoch++;
+        } else if (kind === 'pg-restart' && opts.restartDatabase) {
+          fault('pg-restart');
+          await opts.restartDatabase();
+          admin = new pg.Client(opts.databaseUrl);
+          admin.on('error', () => {});
+          await admin.connect();
         } else if (kind === 'db-connections-dropped') {
           fault(kind);
           await admin.query(

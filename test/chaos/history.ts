@@ -58,6 +58,7 @@ export interface FaultEvent {
     | 'gateway-decline'
     | 'gateway-heal'
     | 'db-connections-dropped'
+    | 'pg-restart'
     | 'failpoint';
   instance?: number;
   detail?: string;

@@ -6,6 +6,9 @@
  * printed); 2: usage.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { z } from 'zod';
 import { freePort, startEmbeddedPostgres } from '../../core/embedded-postgres.js';
 import { readCliArgs } from '../../server/cli-args.js';
@@ -42,9 +45,17 @@ const budgetMs = minutes * 60000;
 const perSeedMs = Math.min(60000, budgetMs);
 const seeds = args.values.seeds ?? 0;
 
-const embedded = process.env.DATABASE_URL
-  ? undefined
-  : await startEmbeddedPostgres({ port: await freePort() });
+// Without DATABASE_URL the run owns its PostgreSQL (embedded, on a data folder of its own), so the
+// schedule may also restart it; a server given by DATABASE_URL is never restarted.
+const dataDir = process.env.DATABASE_URL ? undefined : await mkdtemp(path.join(os.tmpdir(), 'chaos-pg-'));
+const port = await freePort();
+let embedded = dataDir ? await startEmbeddedPostgres({ dir: path.join(dataDir, 'data'), port }) : undefined;
+const restartDatabase = dataDir
+  ? async () => {
+      await embedded?.stop();
+      embedded = await startEmbeddedPostgres({ dir: path.join(dataDir, 'data'), port });
+    }
+  : undefined;
 const server = process.env.DATABASE_URL ?? embedded?.url ?? '';
 const totals = {
   requests: 0,
@@ -71,6 +82,7 @@ try {
         seed,
         durationMs: perSeedMs,
         databaseUrl: db.url,
+        restartDatabase,
         log: quiet ? undefined : (line) => console.log(`  ${line}`),
       });
       totals.requests += report.requests;
@@ -88,6 +100,7 @@ try {
   }
 } finally {
   await embedded?.stop();
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
 }
 console.log(`\n${ran} seed(s) from ${firstSeed}, ${((Date.now() - started) / 60000).toFixed(1)} min`);
 console.log(`requests: ${totals.requests}`);
