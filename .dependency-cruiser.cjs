@@ -62,6 +62,19 @@ module.exports = {
       to: { path: '^(core|models|idempotency|gateway|payments|server|test|bench|scripts)/', dependencyTypesNot: ['type-only'] },
     },
     {
+      name: 'deploy-stands-alone',
+      severity: 'error',
+      comment: 'deploy/ starts processes (the cluster, instances, nginx) by command line; it imports no service code',
+      from: { path: '^deploy/' },
+      to: { path: '^(core|models|idempotency|gateway|payments|routers|server|client|test|bench|scripts)/' },
+    },
+    {
+      name: 'production-never-imports-deploy',
+      severity: 'error',
+      from: { path: PRODUCTION },
+      to: { path: '^deploy/' },
+    },
+    {
       name: 'scripts-never-import-tests',
       severity: 'error',
       from: { path: '^scripts/' },

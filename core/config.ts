@@ -69,6 +69,8 @@ const schema = z.object({
   MAX_BODY_BYTES: int(65536, 256, 10 * 1024 * 1024),
   SHUTDOWN_TIMEOUT_MS: int(10000, 100, 600000),
   DB_POOL_MAX: int(10, 1, 200),
+  // How long start-up waits for a writable database (a failover in progress) before giving up.
+  DB_STARTUP_TIMEOUT_MS: int(60000, 0, 3600000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Test-only fault injection (core/failpoints.ts); refused with NODE_ENV=production.
   FAILPOINTS: z.string().optional(),

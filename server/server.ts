@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Config } from '../core/config.js';
-import { applicationName, openDatabase } from '../core/database.js';
+import { applicationName, checkSessionBounds, openDatabase, whenWritable } from '../core/database.js';
 import { onDropConnections, setFailpoints } from '../core/failpoints.js';
 import { createLogger } from '../core/logger.js';
 import { createGatewayClient } from '../gateway/client.js';
@@ -41,7 +41,22 @@ export async function startServer(config: Config): Promise<RunningServer> {
     logger.warn(`${name} is not set: using the dev-only default (refused when NODE_ENV=production)`);
   }
   const db = await openDatabase(config, (line) => logger.debug({ source: 'postgres' }, line));
-  const applied = await migrate(db.sequelize);
+  // On a cluster, start-up may meet a failover: wait (bounded) for a writable leader, then migrate.
+  const applied = await whenWritable(
+    db.sequelize,
+    config.DB_STARTUP_TIMEOUT_MS,
+    async () => {
+      await checkSessionBounds(db.sequelize, {
+        waitMs: config.IDEMPOTENCY_WAIT_MS,
+        leaseMs: config.IDEMPOTENCY_LEASE_MS,
+      });
+      return migrate(db.sequelize);
+    },
+    (why) => logger.warn({ why }, 'waiting for a writable database'),
+  ).catch(async (err: unknown) => {
+    await db.close().catch(() => {});
+    throw err;
+  });
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
   initModels(db.sequelize);
 

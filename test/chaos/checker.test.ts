@@ -73,8 +73,8 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
       broken(
         [
           req(error(503, 503)),
-          req(ok({ id: 'p1' })),
-          req(ok({ id: 'p1' })),
+          req(ok({ id: 'p1', paymentNo: 'PN1', status: 'SUCCEEDED' })),
+          req(ok({ id: 'p1', paymentNo: 'PN1', status: 'SUCCEEDED' })),
           req(error(409, 40901), { body: body('11.00') }),
         ],
         final,
@@ -135,5 +135,22 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
   });
   it('when an order answered 201 is missing, then one-order-per-create', () => {
     expect(broken([req(ok({ id: '1' }), { op: 'orders.create' })])).to.include('one-order-per-create');
+  });
+  it('when a payment answered SUCCEEDED is missing or not SUCCEEDED afterwards, then acknowledged-payment-kept', () => {
+    const paidAnswer = ok({ paymentNo: payment.paymentNo, status: 'SUCCEEDED' });
+    const kept: FinalState = {
+      ...EMPTY,
+      payments: [{ ...payment, status: 'SUCCEEDED', chargeId: 'c1' }],
+      orders: [{ tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+      ledger: { charges: [charge('c1')], refunds: [] },
+    };
+    expect(broken([req(paidAnswer)], kept)).to.deep.equal([]);
+    expect(broken([req(paidAnswer)], EMPTY)).to.include('acknowledged-payment-kept');
+    const lostStatus: FinalState = {
+      ...EMPTY,
+      payments: [{ ...payment, status: 'PROCESSING', chargeId: null, resumable: true }],
+      orders: [{ tenant: 't', merchantOrderNo: 'mo-1', status: 'CREATED', amount: '10.00' }],
+    };
+    expect(broken([req(paidAnswer)], lostStatus)).to.include('acknowledged-payment-kept');
   });
 });

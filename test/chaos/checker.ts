@@ -36,6 +36,8 @@ export const INVARIANTS = {
     'an undisturbed request answers within IDEMPOTENCY_WAIT_MS + 2 gateway time-outs (its own charge and query) + slack',
   'one-order-per-create':
     'each merchantOrderNo that was answered 201 exists exactly once, with the amount sent',
+  'acknowledged-payment-kept':
+    'each payment answered with a success exists afterwards, with the status that answer gave (SUCCEEDED stays SUCCEEDED)',
 } as const;
 
 export type InvariantName = keyof typeof INVARIANTS;
@@ -202,6 +204,20 @@ export function check(history: HistoryEvent[], final: FinalState, limits: Limits
       fail(
         'one-order-per-create',
         `${r.tenant}/${r.merchantOrderNo} answered 201 but the row is ${JSON.stringify(o)}`,
+        [r],
+      );
+  }
+  const paid = requests.filter((r) => r.op === 'payments.create' && r.answer.kind === 'ok');
+  for (const r of paid) {
+    checked['acknowledged-payment-kept'] += 1;
+    const said = (r.answer.kind === 'ok' ? r.answer.data : undefined) as
+      | { paymentNo?: string; status?: string }
+      | undefined;
+    const kept = said?.paymentNo ? paymentsByNo.get(said.paymentNo) : undefined;
+    if (!kept || kept.status !== said?.status)
+      fail(
+        'acknowledged-payment-kept',
+        `#${r.seq} answered ${said?.paymentNo} ${said?.status} but the row is ${JSON.stringify(kept ?? null)}`,
         [r],
       );
   }

@@ -51,11 +51,40 @@ export interface ChaosOptions {
   restartDatabase?: () => Promise<void>;
   /** Fault kinds to leave out (e.g. on a machine too slow for stops). */
   without?: ReadonlyArray<FaultEvent['kind']>;
+  /** Where the driver reads the tables (default databaseUrl): a superuser on a cluster's leader. */
+  adminUrl?: string;
+  /**
+   * A fixed fault plan instead of the seeded schedule (test/ha/failover.test.ts): the clients run
+   * until it resolves. durationMs is then ignored.
+   */
+  plan?: (run: PlanContext) => Promise<void>;
   log?: (line: string) => void;
+}
+
+/** What a fault plan may do while the clients run. */
+export interface PlanContext {
+  /** Milliseconds since the run started (the history's clock). */
+  now(): number;
+  /** Records a fault (or a milestone of one) in the history and the log. */
+  fault(kind: FaultEvent['kind'], detail?: string): void;
+  /**
+   * While on, every request is disturbed (a database-wide fault: its time is not bounded by the wait
+   * bound); requests open when it turns on or off are disturbed too.
+   */
+  disturbAll(on: boolean): void;
+  /** The service instances' addresses (for probes of the plan's own). */
+  instanceUrls(): string[];
+  /** Starts one more instance with the run's settings (not in the clients' rotation; the plan stops it). */
+  startInstance(): Promise<Instance>;
+  /** The gateway simulator's fault settings. */
+  setGatewayFaults(faults: Parameters<GatewaySlot['client']['setFaults']>[0]): Promise<void>;
 }
 
 export interface ChaosReport {
   seed: number;
+  /** Everything recorded, and the state read at the end (for a plan's own summary). */
+  history: HistoryEvent[];
+  final: FinalState;
   requests: number;
   answers: Record<string, number>;
   faults: Record<string, number>;
@@ -64,7 +93,7 @@ export interface ChaosReport {
   schedule: string[];
 }
 
-const LIMITS: Limits = {
+export const LIMITS: Limits = {
   waitMs: 300,
   leaseMs: 1500,
   gatewayTimeoutMs: 500,
@@ -122,17 +151,16 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   await gateway.simulator();
   const env = INSTANCE_ENV(opts.databaseUrl, gateway.url);
   const slots: Slot[] = [];
-  let admin = new pg.Client(opts.databaseUrl);
-  // A restart of the server ends this connection too: errors are expected, never fatal.
-  admin.on('error', () => {});
+  // A restart of the server or a failover ends this connection too: it reconnects.
+  const admin = adminLink(opts.adminUrl ?? opts.databaseUrl);
   let seq = 0;
+  let everyone = { epoch: 0, on: false };
   try {
     slots.push({ instance: await startInstance(env), stopped: false, dead: false, epoch: 0 });
     const rest = await Promise.all(
       Array.from({ length: (opts.instances ?? 3) - 1 }, () => startInstance(env)),
     );
     for (const instance of rest) slots.push({ instance, stopped: false, dead: false, epoch: 0 });
-    await admin.connect();
 
     const fault = (kind: FaultEvent['kind'], instance?: number, detail?: string) => {
       history.push({ type: 'fault', at: now(), kind, instance, detail });
@@ -170,6 +198,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       const index = instanceIndex ?? rnd.int(0, slots.length - 1);
       const slot = slots[index];
       const epoch = slot.epoch;
+      const all = everyone;
       const start = now();
       const answer = await call(slot.instance.url, req.transport, req.op, req.body, {
         Authorization: `Bearer ${tokenOf(req.tenant, req.user)}`,
@@ -183,7 +212,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         start,
         end: now(),
         answer,
-        disturbed: slot.epoch !== epoch || slot.stopped || slot.dead,
+        disturbed: slot.epoch !== epoch || slot.stopped || slot.dead || all !== everyone || everyone.on,
       };
       history.push(event);
       return event;
@@ -322,9 +351,6 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         } else if (kind === 'pg-restart' && opts.restartDatabase) {
           fault('pg-restart');
           await opts.restartDatabase();
-          admin = new pg.Client(opts.databaseUrl);
-          admin.on('error', () => {});
-          await admin.connect();
         } else if (kind === 'db-connections-dropped') {
           fault(kind);
           await admin.query(
@@ -350,8 +376,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       }
     }
 
+    let faultsOver = false;
     async function sampleLoop() {
-      while (now() < opts.durationMs) {
+      while (!faultsOver) {
         const { rows } = await admin
           .query<{ user_scope: string; n: string }>(
             `SELECT user_scope, count(*) AS n FROM idempotency_records WHERE status = 'PROCESSING'
@@ -368,8 +395,24 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       }
     }
 
+    const plan: PlanContext = {
+      now,
+      fault: (kind, detail) => fault(kind, undefined, detail),
+      disturbAll(on) {
+        everyone = { epoch: everyone.epoch + 1, on };
+      },
+      instanceUrls: () => slots.map((s) => s.instance.url),
+      startInstance: () => startInstance(env),
+      setGatewayFaults: async (faults) => {
+        await gateway.client.setFaults(faults);
+      },
+    };
     const running = clients.map(clientLoop);
-    await Promise.all([faultLoop(), sampleLoop()]);
+    const sampling = sampleLoop();
+    await (opts.plan ? opts.plan(plan) : faultLoop()).finally(() => {
+      faultsOver = true;
+    });
+    await sampling;
     stopClients = true;
     await Promise.all(running);
 
@@ -435,14 +478,14 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     }
     const faults: Record<string, number> = {};
     for (const f of history) if (f.type === 'fault') faults[f.kind] = (faults[f.kind] ?? 0) + 1;
-    return { seed: opts.seed, requests: requests.length, answers, faults, result, schedule };
+    return { seed: opts.seed, history, final, requests: requests.length, answers, faults, result, schedule };
   } finally {
     for (const slot of slots) {
       if (slot.stopped) process.kill(slot.instance.pid, 'SIGCONT');
       slot.instance.kill();
       await slot.instance.exited;
     }
-    await admin.end().catch(() => {});
+    await admin.end();
     await gateway.close();
   }
 }
@@ -533,19 +576,53 @@ async function call(
   };
 }
 
-async function finalState(admin: pg.Client, gateway: GatewaySlot, tenants: string[]): Promise<FinalState> {
+/** One connection for the driver's own reads, opened again after the server ended it. */
+function adminLink(url: string) {
+  let client: pg.Client | undefined;
+  const drop = () => {
+    const c = client;
+    client = undefined;
+    c?.end().catch(() => {});
+  };
+  return {
+    async query<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>> {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          if (!client) {
+            const c = new pg.Client(url);
+            c.on('error', drop);
+            client = c;
+            await c.connect();
+          }
+          return await client.query<R>(sql, params);
+        } catch (err) {
+          drop();
+          if (attempt >= 2) throw err;
+          await sleep(200);
+        }
+      }
+    },
+    async end() {
+      await client?.end().catch(() => {});
+      client = undefined;
+    },
+  };
+}
+type AdminLink = ReturnType<typeof adminLink>;
+
+async function finalState(admin: AdminLink, gateway: GatewaySlot, tenants: string[]): Promise<FinalState> {
   const processing = await admin.query<{ scope_key: string; age: number }>(
     `SELECT scope_key, (EXTRACT(EPOCH FROM now() - created_at) * 1000)::int AS age FROM idempotency_records
      WHERE status = 'PROCESSING' AND split_part(scope_key, ':', 1) = ANY($1)`,
     [tenants],
   );
-  const payments = await admin.query(
+  const payments = await admin.query<FinalState['payments'][number]>(
     `SELECT id, payment_no AS "paymentNo", merchant_id AS tenant, merchant_order_no AS "merchantOrderNo", status,
             charge_id AS "chargeId", amount::text AS amount, resumable_since IS NOT NULL AS resumable
      FROM payments WHERE merchant_id = ANY($1)`,
     [tenants],
   );
-  const orders = await admin.query(
+  const orders = await admin.query<FinalState['orders'][number]>(
     `SELECT tenant_id AS tenant, merchant_order_no AS "merchantOrderNo", status, amount::text AS amount
      FROM orders WHERE tenant_id = ANY($1)`,
     [tenants],

@@ -59,7 +59,13 @@ export interface FaultEvent {
     | 'gateway-heal'
     | 'db-connections-dropped'
     | 'pg-restart'
-    | 'failpoint';
+    | 'failpoint'
+    /** A cluster's leader machine dies (test/ha), then its milestones. */
+    | 'failover'
+    | 'writable'
+    | 'served'
+    | 'rejoin'
+    | 'healthy';
   instance?: number;
   detail?: string;
 }
