@@ -1,0 +1,66 @@
+import { expect } from 'chai';
+import { ConnectionError, ConnectionRefusedError, DatabaseError } from 'sequelize';
+import { isDatabaseBusy, isDatabaseUnavailable } from '../../core/db-errors.js';
+import { errorAnswer } from '../../routers/error-answer.js';
+
+/** A driver error as pg raises it (message + SQLSTATE), optionally wrapped the way Sequelize wraps it. */
+const pgError = (message: string, code?: string) => Object.assign(new Error(message), code ? { code } : {});
+const wrapped = (err: Error) => new DatabaseError(err as ConstructorParameters<typeof DatabaseError>[0]);
+
+/**
+ * What a failover throws at the service (PostgreSQL shutting down, a replica refusing writes, HAProxy
+ * or PgBouncer dropping the connection), each answered 503 with Retry-After: nothing was committed,
+ * or the key's record says what was, so a retry with the same key is safe.
+ */
+const FAILOVER_ERRORS: Array<[string, Error]> = [
+  [
+    '57P01 admin shutdown (the leader is stopped)',
+    wrapped(pgError('terminating connection due to administrator command', '57P01')),
+  ],
+  [
+    '57P02 crash shutdown',
+    wrapped(pgError('terminating connection because of crash of another server process', '57P02')),
+  ],
+  ['57P03 cannot connect now (starting up)', pgError('the database system is starting up', '57P03')],
+  [
+    '25006 read-only transaction (a replica behind the router)',
+    wrapped(pgError('cannot execute INSERT in a read-only transaction', '25006')),
+  ],
+  [
+    '40001 serialization failure',
+    wrapped(pgError('could not serialize access due to concurrent update', '40001')),
+  ],
+  ['40P01 deadlock', wrapped(pgError('deadlock detected', '40P01'))],
+  ['08006 connection failure', pgError('connection failure', '08006')],
+  ['08P01 from PgBouncer: server conn crashed', wrapped(pgError('server conn crashed?', '08P01'))],
+  ['08P01 from PgBouncer: query_wait_timeout', wrapped(pgError('query_wait_timeout', '08P01'))],
+  [
+    'refused (HAProxy or PgBouncer down)',
+    new ConnectionRefusedError(pgError('connect ECONNREFUSED 127.0.0.1:6432', 'ECONNREFUSED')),
+  ],
+  ['reset (HAProxy shut the session down)', new ConnectionError(pgError('read ECONNRESET', 'ECONNRESET'))],
+  ['terminated unexpectedly', pgError('Connection terminated unexpectedly')],
+  [
+    'a client that is not queryable any more',
+    pgError('Client has encountered a connection error and is not queryable'),
+  ],
+];
+
+describe('database errors during a failover: classified, and answered 503 with Retry-After', () => {
+  for (const [name, err] of FAILOVER_ERRORS) {
+    it(`when the database fails with ${name}, then the answer is 503 with Retry-After, never 500`, () => {
+      expect(isDatabaseUnavailable(err) || isDatabaseBusy(err), 'classified').to.equal(true);
+      const answer = errorAnswer(err);
+      expect(answer.status).to.equal(503);
+      expect(answer.headers['Retry-After']).to.match(/^\d+$/);
+      expect(answer.body.code).to.equal(503);
+      expect(JSON.stringify(answer.body)).to.not.match(/at .*\.ts|ECONNREFUSED|127\.0\.0\.1/);
+    });
+  }
+  it('when a statement fails for a reason of its own (a syntax error), then it is not a failover: 500', () => {
+    const err = wrapped(pgError('syntax error at or near "SELEC"', '42601'));
+    expect(isDatabaseUnavailable(err)).to.equal(false);
+    expect(isDatabaseBusy(err)).to.equal(false);
+    expect(errorAnswer(err).status).to.equal(500);
+  });
+});
