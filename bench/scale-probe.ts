@@ -5,7 +5,11 @@
 //
 //   node --import tsx bench/scale-probe.ts [--duration 10] [--warmup 3] [--connections 32]
 //        [--points 1-direct,1-nginx,2-nginx,3-nginx] [--rounds 1]
-//        [--admin-url postgres://postgres@127.0.0.1:5432/test]
+//        [--admin-url postgres://postgres@127.0.0.1:5432/test] [--target single|cluster]
+//
+// --target cluster runs the same points on deploy/ha's replicated PostgreSQL (3 members under Patroni,
+// synchronous replication, HAProxy, the instances through PgBouncer in transaction mode), started
+// for the run and stopped after it (docs/SCALING.md compares the two).
 //
 // Points are `<instances>-direct` (one instance, no balancer) or `<instances>-nginx`. With --rounds N
 // the points run interleaved N times and a median row per point follows. "rest of machine" is the CPU
@@ -23,6 +27,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../core/embedded-postgres.js';
+import { type Cluster, startCluster } from '../deploy/ha/cluster.js';
 import { startGatewaySimulator } from '../gateway/simulator.js';
 import { signToken } from '../routers/auth/jwt.js';
 import { findNginx, type Nginx, startNginx } from '../test/support/nginx.js';
@@ -47,6 +52,7 @@ const { values: args } = parseArgs({
     points: { type: 'string', default: '1-direct,1-nginx,2-nginx,3-nginx' },
     rounds: { type: 'string', default: '1' },
     'admin-url': { type: 'string', default: 'postgres://postgres@127.0.0.1:5432/test' },
+    target: { type: 'string', default: 'single' },
   },
 });
 const DURATION = Number(args.duration);
@@ -288,21 +294,35 @@ async function main() {
   }
   if (points.some((p) => p.endsWith('-nginx')) && !findNginx()) throw new Error('nginx is not installed');
   let embedded: EmbeddedDatabase | undefined;
+  let cluster: Cluster | undefined;
   let adminUrl = String(args['admin-url']);
-  try {
-    const probe = new pg.Client(adminUrl);
-    await probe.connect();
-    await probe.end();
-  } catch {
-    console.error(`${adminUrl} not reachable: using a throw-away embedded PostgreSQL`);
-    embedded = await startEmbeddedPostgres({ port: await freePort() });
-    adminUrl = embedded.url;
+  let dbName = `scale_probe_${randomBytes(4).toString('hex')}`;
+  let databaseUrl: string;
+  let admin: pg.Client;
+  if (args.target === 'cluster') {
+    console.error('== starting deploy/ha cluster (3 etcd, 3 PostgreSQL under Patroni, HAProxy, PgBouncer)');
+    cluster = await startCluster({ base: 16440, log: (line) => console.error(line) });
+    dbName = 'app';
+    adminUrl = cluster.adminUrl;
+    databaseUrl = cluster.databaseUrl;
+    admin = new pg.Client(adminUrl);
+    await admin.connect();
+  } else {
+    if (args.target !== 'single') throw new Error('--target: single or cluster');
+    try {
+      const probe = new pg.Client(adminUrl);
+      await probe.connect();
+      await probe.end();
+    } catch {
+      console.error(`${adminUrl} not reachable: using a throw-away embedded PostgreSQL`);
+      embedded = await startEmbeddedPostgres({ port: await freePort() });
+      adminUrl = embedded.url;
+    }
+    admin = new pg.Client(adminUrl);
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${dbName}`);
+    databaseUrl = Object.assign(new URL(adminUrl), { pathname: `/${dbName}` }).toString();
   }
-  const dbName = `scale_probe_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client(adminUrl);
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${dbName}`);
-  const databaseUrl = Object.assign(new URL(adminUrl), { pathname: `/${dbName}` }).toString();
   const gateway = await startGatewaySimulator({ host: '127.0.0.1', port: 0 });
   const maxConnections = (await admin.query('SHOW max_connections')).rows[0].max_connections;
   const serverVersion = (await admin.query('SHOW server_version')).rows[0].server_version;
@@ -316,15 +336,16 @@ async function main() {
     }
   } finally {
     await gateway.close();
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+    if (!cluster) await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
     await admin.end();
     await embedded?.stop();
+    await cluster?.down();
   }
 
   const load = os.loadavg().map((l) => l.toFixed(2));
   console.log(
     `machine: ${os.cpus().length} x ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB; ` +
-      `PostgreSQL ${serverVersion}${embedded ? ' (embedded)' : ''}, max_connections ${maxConnections}; ` +
+      `PostgreSQL ${serverVersion}${embedded ? ' (embedded)' : ''}${cluster ? ' (deploy/ha cluster: 3 members, synchronous replication, via PgBouncer and HAProxy)' : ''}, max_connections ${maxConnections}; ` +
       `node ${process.version}; load average after the run ${load.join(' ')}`,
   );
   console.log(
