@@ -60,6 +60,8 @@ export class BenchRun implements Options {
   sql!: pg.Pool;
   server!: Child;
   bare?: Child;
+  /** The hand-written Express + pg peer (bench/peer.ts). */
+  peer?: Child;
   serverChild: Child | undefined;
   postmasterPid: number | undefined;
   /** Records written by fill() so far (their ids continue from here). */

@@ -26,6 +26,7 @@ export const SECRETS = {
 
 export const SCENARIOS = [
   'bare',
+  'peer',
   'idem-users',
   'idem-orders',
   'replay',

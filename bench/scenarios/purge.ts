@@ -65,8 +65,8 @@ export async function purgeScenario(ctx: BenchRun): Promise<void> {
     `Purge ${rowsLabel(purged)} expired under create load: p99 ÷ p99 without`,
     during,
     r2(v),
-    '≤ 1.50',
-    v <= 1.5 && left === 0,
+    '≤ 1.30',
+    v <= 1.3 && left === 0,
   );
   if (left > 0) row.value += ` (${left} not purged in ${P.purgeMax}s)`;
   rows.push(row);

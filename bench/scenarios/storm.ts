@@ -3,23 +3,46 @@ import type { BenchRun } from '../bench-run.js';
 import { type LoadRequest, load, nonFinal } from '../load.js';
 import { STORM_BASE, STORM_SIZE, TENANT, WAIT_MS } from '../settings.js';
 
-export async function stormScenario(ctx: BenchRun): Promise<void> {
+/**
+ * The duplicate storm; with `slowWriteMs`, every business write is held that long inside its
+ * transaction (the service's `local.after-write=stall(ms)` failpoint, set for this scenario only
+ * over PUT /__failpoints), so that the duplicates wait on a slow first request.
+ */
+export async function stormScenario(ctx: BenchRun, slowWriteMs = 0): Promise<void> {
+  const { P, log } = ctx;
+  const label = slowWriteMs > 0 ? `storm-slow-write` : 'storm';
+  log(
+    `${label}: ${P.stormRounds} rounds of ${STORM_SIZE} concurrent requests with one key each${slowWriteMs ? `, business write held ${slowWriteMs} ms` : ''}`,
+  );
+  const setFailpoints = async (spec: string) => {
+    const res = await fetch(`${ctx.server.url}/__failpoints`, { method: 'PUT', body: spec });
+    await res.arrayBuffer();
+    if (!res.ok) throw new Error(`PUT /__failpoints ${spec}: ${res.status}`);
+  };
+  if (slowWriteMs > 0) await setFailpoints(`local.after-write=stall(${slowWriteMs})`);
+  try {
+    await stormRounds(ctx, label, slowWriteMs);
+  } finally {
+    if (slowWriteMs > 0) await setFailpoints('');
+  }
+}
+
+async function stormRounds(ctx: BenchRun, label: string, slowWriteMs: number): Promise<void> {
   const { P, log, results, rows, runId, token } = ctx;
-  log(`storm: ${P.stormRounds} rounds of ${STORM_SIZE} concurrent requests with one key each`);
   const latencies: number[] = [];
   const statuses: Record<string, number> = {};
   let errors = 0;
   let durationSec = 0;
   const names: string[] = [];
   for (let round = 0; round < P.stormRounds; round++) {
-    const name = `storm-${runId}-${round}`;
+    const name = `${label}-${runId}-${round}`;
     names.push(name);
     const request: LoadRequest = {
       method: 'POST',
       path: '/api/v1/users',
       headers: {
-        authorization: token(STORM_BASE + 1 + round, 'admin'),
-        'idempotency-key': `storm-${runId}-${round}-${randomUUID()}`,
+        authorization: token(STORM_BASE + (slowWriteMs > 0 ? 1000 : 0) + 1 + round, 'admin'),
+        'idempotency-key': `${label}-${runId}-${round}-${randomUUID()}`,
       },
       body: JSON.stringify({ name, age: 30 }),
     };
@@ -48,7 +71,7 @@ export async function stormScenario(ctx: BenchRun): Promise<void> {
     .filter(([s]) => Number(s) >= 500)
     .reduce((a, [, c]) => a + c, 0);
   const bound = WAIT_MS + 100;
-  results.storm = {
+  results[label] = {
     rounds: P.stormRounds,
     size: STORM_SIZE,
     statuses,
@@ -60,12 +83,12 @@ export async function stormScenario(ctx: BenchRun): Promise<void> {
     effectsPerKey: Object.fromEntries(perKey),
   };
   log(
-    `storm: p99 ${p99.toFixed(1)} ms, statuses ${JSON.stringify(statuses)}, ${exactlyOnce}/${names.length} keys with one effect`,
+    `${label}: p99 ${p99.toFixed(1)} ms, statuses ${JSON.stringify(statuses)}, ${exactlyOnce}/${names.length} keys with one effect`,
   );
   const created = statuses['201'] ?? 0;
   rows.push({
-    id: 'storm',
-    scenario: `Duplicate storm (${STORM_SIZE} × 1 key, ${P.stormRounds} keys)`,
+    id: label,
+    scenario: `Duplicate storm (${STORM_SIZE} × 1 key, ${P.stormRounds} keys)${slowWriteMs ? `, business write ${slowWriteMs} ms` : ''}`,
     rps: durationSec > 0 ? created / durationSec : Number.NaN,
     p50: pick(0.5),
     p99,
