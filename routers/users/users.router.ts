@@ -46,6 +46,7 @@ export const usersRouter = router({
     input: createUserInput,
     output: userEnvelope,
     run: ({ ctx, input, tx }) => users.createUser(ctx.auth, input, tx),
+    runAlone: ({ ctx, input }) => users.createUser(ctx.auth, input),
   }),
 
   replace: idempotentMutation({
