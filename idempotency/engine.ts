@@ -95,10 +95,12 @@ export class IdempotencyEngine {
     req: IdempotentRequest,
     work: (tx: Transaction) => Promise<LocalResult>,
     signal?: AbortSignal,
+    prefetched?: { record: StoredRecord | undefined },
   ): Promise<Outcome> {
-    // Fast path for retries: one indexed read, no transaction. A finished record is answered at
-    // once (replay or 40901); a missing one (the common case for a new key) goes on to the claim.
-    const existing = await readRecord(this.sequelize, req.scopeKey);
+    // Fast path for retries: one indexed read, no transaction (or the caller's read of this scope,
+    // made with its auth lookup). A finished record is answered at once (replay or 40901); a missing
+    // one (the common case for a new key) goes on to the claim, which decides every race anyway.
+    const existing = prefetched ? prefetched.record : await readRecord(this.sequelize, req.scopeKey);
     if (existing && !existing.expired) return this.answerDuplicate(req, existing, signal);
 
     const deadline = Date.now() + this.settings.waitMs;

@@ -5,6 +5,7 @@ import type { IdempotencyEngine } from '../idempotency/engine.js';
 import type { OutcomeKind } from '../idempotency/outcome.js';
 import type { PaymentDeps } from '../payments/payment-deps.js';
 import type { Identity } from './auth/jwt.js';
+import type { Prefetched } from './auth/who.js';
 
 /** What the procedures use of the process, built once at start (server/server.ts) and shared. */
 export interface Services {
@@ -26,7 +27,8 @@ export interface Context {
   request?: IncomingMessage;
 }
 
-export type AuthedContext = Context & { auth: Identity };
+/** After authentication; `prefetched`: the key's record, read with the user row (routers/auth/who.ts). */
+export type AuthedContext = Context & { auth: Identity; prefetched?: Prefetched };
 
 export function createContextValue(
   services: Services,

@@ -168,10 +168,14 @@ async function local<I extends z.ZodType, D extends { id: string } | void>(
   }
   const location = 'location' in def.success ? def.success.location : undefined;
   const request = idempotentRequest(ctx, def, input, operation, key, location);
+  // The key's record when authentication already read it for this very scope (one round trip less).
+  const prefetched =
+    ctx.prefetched?.scopeKey === request.scopeKey ? { record: ctx.prefetched.record } : undefined;
   const outcome = await ctx.services.idempotency.runLocal(
     request,
     (tx) => failureAsReply(execute(tx)),
     ctx.signal,
+    prefetched,
   );
   return counted(ctx, operation, outcome);
 }

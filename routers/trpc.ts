@@ -1,10 +1,10 @@
 import { initTRPC } from '@trpc/server';
 import { TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
-import { QueryTypes } from 'sequelize';
 import type { z } from 'zod';
 import { DomainError, Forbidden } from '../core/errors.js';
-import type { User } from '../models/user.js';
+import { IDEMPOTENCY_KEY_PATTERN, scopeKey } from '../idempotency/key.js';
 import { type Identity, verifyBearer } from './auth/jwt.js';
+import { readUser } from './auth/who.js';
 import type { AuthedContext, Context } from './context.js';
 import { errorAnswer, toTrpcError } from './error-answer.js';
 import { ERROR_TABLE } from './error-table.js';
@@ -58,16 +58,20 @@ export const publicProcedure = t.procedure.use(domainErrorsKeepTheirCode);
  * Verifies the bearer token, then the user row when one exists: a DISABLED user is refused (403)
  * and the row's role wins over the token's, so a demotion takes effect before the token expires.
  */
-export const authedProcedure = publicProcedure.use(async ({ ctx, next }) => {
+export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, type }) => {
   const identity: Identity = verifyBearer(ctx.services.config.JWT_SECRET, ctx.headers.authorization);
+  // A mutation with a well-formed key: its record is read with the user row, one round trip (the
+  // key's own checks, and a 400 for a malformed one, come later in the idempotent mutation).
+  const key = ctx.headers['idempotency-key'];
+  const scope =
+    type === 'mutation' && typeof key === 'string' && IDEMPOTENCY_KEY_PATTERN.test(key)
+      ? scopeKey(identity.tenantId, identity.userId, path, key)
+      : undefined;
   // On every authenticated request: a plain indexed read, no model instance built.
-  const [row] = await ctx.services.sequelize.query<{ status: User['status']; role: User['role'] }>(
-    'SELECT status, role FROM users WHERE id = $1 AND tenant_id = $2',
-    { bind: [identity.userId, identity.tenantId], type: QueryTypes.SELECT },
-  );
+  const { row, prefetched } = await readUser(ctx.services.sequelize, identity, scope);
   if (row?.status === 'DISABLED') throw new Forbidden('User is disabled');
   const auth: Identity = row ? { ...identity, role: row.role } : identity;
-  return next({ ctx: { auth } });
+  return next({ ctx: { auth, prefetched } });
 });
 
 /** Refuses any role but admin (403). */
