@@ -100,6 +100,21 @@ interface ClaimRow {
   room: boolean | null;
 }
 
+/** The advisory-lock namespace of claims (two-int4 keys: apart from the migrations' bigint lock). */
+const CLAIM_LOCK_SPACE = 7648;
+
+/**
+ * Duplicates of one key claim one at a time: a transaction-scoped advisory lock on the key's hash,
+ * taken before a slot. Without it, duplicates waiting on the first one's uncommitted record each
+ * held an in-flight slot while they waited, and the next duplicate, finding every slot taken and
+ * no record visible yet, was refused 429 although it carried the same key (60 identical creates
+ * through nginx saw three). A waiting duplicate now holds nothing; the wait is bounded by the
+ * caller's lock_timeout like the record's own (Mode A: expiry answers 202). A hash collision only
+ * serialises two claims.
+ */
+const keyLock = (lit: (value: string) => string, scopeKey: string) =>
+  `SELECT pg_advisory_xact_lock(${CLAIM_LOCK_SPACE}, hashtext(${lit(scopeKey)}));`;
+
 /**
  * Runs a claim (with `before`/`after` statements in the same round trip, e.g. SET LOCAL and a
  * SAVEPOINT) and reads what happened. A user's first claim creates their slot rows, committed on
@@ -111,7 +126,8 @@ export async function runClaim(
   values: ClaimValues,
   wrap: { before?: string; after?: string } = {},
 ): Promise<ClaimResult> {
-  const sql = `${wrap.before ?? ''}\n${claimStatement((x) => sequelize.escape(x), values)}\n${wrap.after ?? ''}`;
+  const lit = (x: string) => sequelize.escape(x);
+  const sql = `${wrap.before ?? ''}\n${keyLock(lit, values.scopeKey)}\n${claimStatement(lit, values)}\n${wrap.after ?? ''}`;
   for (let attempt = 0; ; attempt++) {
     const rows = await sequelize.query<ClaimRow>(sql, { transaction: t, type: QueryTypes.SELECT });
     const row = rows.find((r) => r && 'claimed' in r);

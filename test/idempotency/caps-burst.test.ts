@@ -111,6 +111,44 @@ describe('in-flight cap: strict for a burst of one user over 3 instances', funct
     }
   });
 
+  it('when 30 identical order creates (one key) arrive over 3 instances while the first write is held, then none is refused 429: duplicates wait holding no in-flight slot, every answer is 201 or 202, one order', async () => {
+    const tenant = uniqueTenant('dupes');
+    const auth = bearer(tenant, '870000004');
+    const key = idempotencyKey();
+    const send = (i: number) =>
+      http('POST', '/api/v1/orders', {
+        baseUrl: instances[i % 3].url,
+        headers: { ...auth, 'Idempotency-Key': key },
+        body: { merchantOrderNo: 'mo-dupes', amount: '2.50' },
+      });
+    await failpoints('local.after-write=stall(3000)');
+    let burst: HttpResult[];
+    try {
+      burst = await Promise.all(Array.from({ length: 30 }, (_, i) => send(i)));
+    } finally {
+      await failpoints('');
+    }
+    const statuses = burst.map((r) => r.status);
+    expect(
+      statuses.every((s) => s === 201 || s === 202),
+      statuses.join(','),
+    ).to.equal(true);
+    let final = burst.find((r) => r.status === 201);
+    for (let i = 0; !final && i < 40; i++) {
+      const again = await send(i);
+      if (again.status === 201) final = again;
+      else expect(again.status, again.text).to.equal(202);
+    }
+    expect(final, 'a 201 once the first commits').to.not.equal(undefined);
+    const ids = new Set(burst.filter((r) => r.status === 201).map((r) => r.body.data.id));
+    ids.add(final!.body.data.id);
+    expect(ids.size).to.equal(1);
+    const [rows] = await db.sequelize.query('SELECT count(*)::int AS n FROM orders WHERE tenant_id = $1', {
+      bind: [tenant],
+    });
+    expect((rows as Array<{ n: number }>)[0].n).to.equal(1);
+  });
+
   it('when one user sends 30 order keys at once while each write is held in its transaction, then at most IDEMPOTENCY_MAX_IN_FLIGHT (20) run together, the rest get 429, and all are created afterwards', async () => {
     const tenant = uniqueTenant('burstA');
     const auth = bearer(tenant, '870000002');
