@@ -311,10 +311,12 @@ export async function settle(ctx: BenchRun, sql: pg.Pool): Promise<void> {
   log(`vacuum + checkpoint in ${((Date.now() - t) / 1000).toFixed(1)}s`);
 }
 
-export async function explain(sql: pg.Pool, text: string, params: unknown[]): Promise<string> {
+export async function explain(sql: pg.Pool, text: string, params: unknown[], settings = ''): Promise<string> {
   const c = await sql.connect();
   try {
     await c.query('BEGIN');
+    // The statement's own SET LOCALs (e.g. the purge's plan settings), in the same transaction.
+    if (settings) await c.query(settings);
     const r = await c.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, params);
     return r.rows.map((x: Record<string, string>) => x['QUERY PLAN']).join('\n');
   } finally {

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sequelize } from 'sequelize';
 import { createSequelize } from '../../core/database.js';
-import { deleteRecordsStatement } from '../../idempotency/caps.js';
+import { DELETE_RECORDS_PLAN, deleteRecordsStatement } from '../../idempotency/caps.js';
 import { purgeExpired } from '../../idempotency/purge-expired.js';
 import type { BenchRun } from '../bench-run.js';
 import { count, explain, fill, loadRow, measure, rowsLabel, settle } from '../measure.js';
@@ -17,6 +17,7 @@ export async function purgeScenario(ctx: BenchRun): Promise<void> {
     sql,
     deleteRecordsStatement(`r.expires_at < now() AND r.status <> 'PROCESSING'`, 500),
     [],
+    DELETE_RECORDS_PLAN,
   );
   const quiet = await measure(ctx, 'purge-off', server.url, P.short, idemUser);
   // The engine's own purge function, back to back (a purge catching up), on its own connection.
