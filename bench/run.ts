@@ -2,8 +2,9 @@
  * `npm run bench` (about 4 min) / `npm run bench -- --quick` (under 1 min). See docs/BENCHMARKS.md.
  *
  * Starts a PostgreSQL (embedded, or a scratch database on DATABASE_URL, dropped at the end), ONE
- * service process (`node --import tsx server/main.ts` plus bench/probe.ts, a preload that counts
- * queries or records a CPU profile only when asked), a bare Express 5 process (HTTP ceiling), and
+ * service process (what `npm start` runs: the built dist/server/main.js with the start script's
+ * heap flags, bench/start-command.ts; plus bench/probe.ts compiled next to it, a preload that
+ * counts queries or records a CPU profile only when asked), the hand-written peer (bench/peer.ts), a bare Express 5 process (HTTP ceiling), and
  * drives them from this process with autocannon and pgbench, on loopback, bounded in count and
  * time. Everything is reported as ratios within one run: one table on stdout, the details in
  * bench/results/<timestamp>.json.
@@ -35,6 +36,7 @@ import { roundTrips } from './scenarios/round-trips.js';
 import { stormScenario } from './scenarios/storm.js';
 import { throughputScenarios } from './scenarios/throughput.js';
 import { MAX_IN_FLIGHT, MAX_RETAINED, parseOptions, SECRETS, USAGE, WAIT_MS } from './settings.js';
+import { buildForBench, startCommand } from './start-command.js';
 
 async function main(run: BenchRun): Promise<void> {
   const {
@@ -76,9 +78,13 @@ async function main(run: BenchRun): Promise<void> {
 
   const [serverPort, barePort, peerPort] = await Promise.all([freePort(), freePort(), freePort()]);
   if (PROFILE) await mkdir(PROFILE_DIR, { recursive: true });
+  // The process `npm start` runs (built JS, its heap flags), with the probe preloaded.
+  const start = startCommand();
+  const probe = buildForBench();
+  log(`service: node ${start.flags.join(' ')} ${start.entry} (as npm start), probe ${probe}`);
   const serverStart = startNode({
     name: 'service',
-    args: ['--import', 'tsx', '--import', './bench/probe.ts', 'server/main.ts'],
+    args: [...start.flags, '--import', probe, start.entry],
     env: {
       ...SECRETS,
       NODE_ENV: 'test',
