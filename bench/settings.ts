@@ -56,6 +56,7 @@ const QUICK_PARAMS = {
   purgeMax: 15,
   countN: 20,
   paymentOrders: 10_000,
+  claimSamples: 200,
 };
 const FULL_PARAMS: typeof QUICK_PARAMS = {
   rounds: 4,
@@ -73,6 +74,7 @@ const FULL_PARAMS: typeof QUICK_PARAMS = {
   purgeMax: 45,
   countN: 200,
   paymentOrders: 60_000,
+  claimSamples: 1000,
 };
 export type Params = typeof QUICK_PARAMS;
 

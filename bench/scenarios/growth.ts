@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { claimStatement } from '../../idempotency/caps.js';
 import { READ_RECORD_SQL } from '../../idempotency/record-store.js';
 import type { BenchRun } from '../bench-run.js';
@@ -88,6 +89,26 @@ export async function growthScenario(ctx: BenchRun): Promise<void> {
       `${TENANT}:${ADMIN_BASE + 1 + keys[0].admin}:users.create:${keys[0].key}`,
     ]),
   };
+  // The claim's own cost for a user holding 9 990 keys against a user holding none (issue 12: the
+  // retained cap counted in O(1)): server-side execution time of the same statement, interleaved,
+  // each in a transaction rolled back, median of many.
+  const fresh = `${TENANT}:fresh-${runId}`;
+  await sql.query(
+    `INSERT INTO idempotency_slots (user_scope, slot, retained) VALUES ($1, 1, 0) ON CONFLICT DO NOTHING`,
+    [fresh],
+  );
+  const claimCost = await claimTimes(sql, { atZero: fresh, atCap: heavy }, P.claimSamples);
+  results.claimCost = claimCost;
+  const claimRatio = ratio(claimCost.atCap.median, claimCost.atZero.median);
+  rows.push({
+    id: 'claim-retained',
+    scenario: `Claim at ${DEFAULT_MAX_RETAINED - 10} retained keys of one user ÷ at 0 (median of ${P.claimSamples} executions)`,
+    value: `${r2(claimRatio)} (${claimCost.atCap.median.toFixed(3)} ÷ ${claimCost.atZero.median.toFixed(3)} ms)`,
+    target: '≤ 1.10',
+    pass: claimRatio <= 1.1,
+  });
+  log(`claim cost: ${JSON.stringify(claimCost)}`);
+
   const big = await phase('big');
   const drift = ratio(big.control.p50, small.control.p50);
   results.growth = { rows: { small: small.rows, big: big.rows }, controlDrift: drift, explain: explains };
@@ -105,4 +126,39 @@ export async function growthScenario(ctx: BenchRun): Promise<void> {
       ),
     );
   }
+}
+
+/**
+ * Execution time (ms, EXPLAIN ANALYZE without per-node timing) of the engine's claim statement for
+ * each user, alternated, every one in its own transaction rolled back (nothing is kept).
+ */
+async function claimTimes(
+  sql: pg.Pool,
+  users: { atZero: string; atCap: string },
+  samples: number,
+): Promise<Record<'atZero' | 'atCap', { median: number; p90: number }>> {
+  const c = await sql.connect();
+  const times: Record<'atZero' | 'atCap', number[]> = { atZero: [], atCap: [] };
+  try {
+    for (let i = 0; i < samples; i++) {
+      for (const which of ['atZero', 'atCap'] as const) {
+        const user = users[which];
+        await c.query('BEGIN');
+        const r = await c.query(
+          `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ${claimSql(`${user}:users.create:claim-${i}`, user, DEFAULT_MAX_RETAINED)}`,
+        );
+        await c.query('ROLLBACK');
+        const plan = r.rows[0]['QUERY PLAN'] as Array<{ 'Execution Time': number }>;
+        times[which].push(plan[0]['Execution Time']);
+      }
+    }
+  } finally {
+    await c.query('ROLLBACK').catch(() => {});
+    c.release();
+  }
+  const stats = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    return { median: sorted[Math.floor(sorted.length / 2)], p90: sorted[Math.floor(sorted.length * 0.9)] };
+  };
+  return { atZero: stats(times.atZero), atCap: stats(times.atCap) };
 }
