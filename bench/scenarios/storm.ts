@@ -42,7 +42,8 @@ async function stormRounds(ctx: BenchRun, label: string, slowWriteMs: number): P
       path: '/api/v1/users',
       headers: {
         authorization: token(STORM_BASE + (slowWriteMs > 0 ? 1000 : 0) + 1 + round, 'admin'),
-        'idempotency-key': `${label}-${runId}-${round}-${randomUUID()}`,
+        // At most 64 characters (the key's limit): no label in it.
+        'idempotency-key': `${runId}-${round}-${slowWriteMs}-${randomUUID()}`,
       },
       body: JSON.stringify({ name, age: 30 }),
     };
