@@ -124,12 +124,14 @@ export async function runClaim(
   sequelize: Sequelize,
   t: Transaction,
   values: ClaimValues,
-  wrap: { before?: string; after?: string } = {},
+  wrap: { first?: string; before?: string; after?: string } = {},
 ): Promise<ClaimResult> {
   const lit = (x: string) => sequelize.escape(x);
   const sql = `${wrap.before ?? ''}\n${keyLock(lit, values.scopeKey)}\n${claimStatement(lit, values)}\n${wrap.after ?? ''}`;
   for (let attempt = 0; ; attempt++) {
-    const rows = await sequelize.query<ClaimRow>(sql, { transaction: t, type: QueryTypes.SELECT });
+    // `first` (e.g. the BEGIN of a folded transaction) goes with the first attempt only.
+    const text = attempt === 0 && wrap.first ? `${wrap.first}\n${sql}` : sql;
+    const rows = await sequelize.query<ClaimRow>(text, { transaction: t, type: QueryTypes.SELECT });
     const row = rows.find((r) => r && 'claimed' in r);
     if (!row) throw new Error('claim statement returned no row');
     if (row.claimed !== null) return { claimed: true, slot: Number(row.claimed) };

@@ -6,6 +6,7 @@ import { Conflict, ServiceUnavailable, TooManyRequests } from '../core/errors.js
 import { failpoint } from '../core/failpoints.js';
 import { type Cap, type ClaimResult, SlotRows } from './caps.js';
 import { differingFields } from './fingerprint.js';
+import { FoldedTransaction } from './folded-transaction.js';
 import { LeaseStore } from './lease.js';
 import type { Outcome, Reply } from './outcome.js';
 import type { Placeholder } from './placeholder.js';
@@ -135,7 +136,8 @@ export class IdempotencyEngine {
     waitMs: number,
     signal?: AbortSignal,
   ): Promise<Outcome | undefined> {
-    const t = await this.sequelize.transaction();
+    // BEGIN rides with the claim and COMMIT with the final update (folded-transaction.ts).
+    const t = await FoldedTransaction.open(this.sequelize);
     let claim: ClaimResult;
     try {
       claim = await claimLocal(this.sequelize, t, req, { ...this.settings, waitMs });
@@ -172,9 +174,8 @@ export class IdempotencyEngine {
       const status = result.ok ? 'SUCCEEDED' : 'FAILED_FINAL';
       const sealed = sealReply(this.cipher, req.scopeKey, result.reply);
       const resourceId = result.ok ? result.resourceId : null;
-      await finishLocal(this.sequelize, t, req.scopeKey, status, result.reply.status, sealed, resourceId);
       await failpoint('local.before-commit');
-      await t.commit();
+      await finishLocal(this.sequelize, t, req.scopeKey, status, result.reply.status, sealed, resourceId);
     } catch (err) {
       await t.rollback().catch(() => {});
       throw err;

@@ -1,6 +1,7 @@
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
 import type { RecordStatus } from '../models/idempotency-record.js';
 import { type ClaimResult, deleteRecords, runClaim } from './caps.js';
+import type { FoldedTransaction } from './folded-transaction.js';
 
 export interface ClaimRequest {
   scopeKey: string;
@@ -36,8 +37,9 @@ export interface Limits {
 }
 
 /**
- * Mode A claim, sent as one multi-statement round trip inside the caller's transaction (a simple
+ * Mode A claim, sent as one multi-statement round trip that also opens the transaction (a simple
  * query, so the values are escaped literals; every one of them has a restricted alphabet anyway):
+ * 0. BEGIN (folded-transaction.ts: the transaction's first statement rides with the claim).
  * 1. `lock_timeout` bounds how long a concurrent duplicate waits on our uncommitted primary key
  *    (the database does the bounded wait; on expiry the duplicate gets 202).
  * 2. The claim of caps.ts: a free in-flight slot (held until this transaction ends), room under
@@ -48,7 +50,7 @@ export interface Limits {
  */
 export function claimLocal(
   sequelize: Sequelize,
-  t: Transaction,
+  t: FoldedTransaction,
   req: ClaimRequest,
   limits: Limits,
 ): Promise<ClaimResult> {
@@ -66,27 +68,32 @@ export function claimLocal(
       fieldHashes: req.fieldHashes,
     },
     {
+      first: 'BEGIN;',
       before: `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(limits.waitMs))}ms';`,
       after: 'SAVEPOINT idem_business;',
     },
   );
 }
 
+/**
+ * The record's final state and the COMMIT in one round trip (a FAILED_FINAL first rolls the
+ * business write back to the claim's savepoint). Values as escaped literals: one simple query.
+ */
 export async function finishLocal(
   sequelize: Sequelize,
-  t: Transaction,
+  t: FoldedTransaction,
   scopeKey: string,
   status: 'SUCCEEDED' | 'FAILED_FINAL',
   httpStatus: number,
   responseBody: string,
   resourceId: string | null,
 ): Promise<void> {
-  if (status === 'FAILED_FINAL')
-    await sequelize.query('ROLLBACK TO SAVEPOINT idem_business', { transaction: t });
-  await sequelize.query(
-    `UPDATE idempotency_records SET status = $2, http_status = $3, response_body = $4, resource_id = $5, updated_at = now()
-     WHERE scope_key = $1`,
-    { bind: [scopeKey, status, httpStatus, responseBody, resourceId], transaction: t },
+  const lit = (v: string) => sequelize.escape(v);
+  await t.commitWith(
+    `${status === 'FAILED_FINAL' ? 'ROLLBACK TO SAVEPOINT idem_business;\n' : ''}UPDATE idempotency_records
+     SET status = ${lit(status)}, http_status = ${Math.trunc(httpStatus)}, response_body = ${lit(responseBody)},
+         resource_id = ${resourceId === null ? 'NULL' : lit(resourceId)}, updated_at = now()
+     WHERE scope_key = ${lit(scopeKey)};`,
   );
 }
 

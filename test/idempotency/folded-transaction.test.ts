@@ -1,0 +1,90 @@
+// The Mode A transaction's edges ride with the engine's own statements (idempotency/folded-transaction.ts):
+// BEGIN with the claim, COMMIT with the record's final state. Counted on the in-process server's
+// `pg` client (every Sequelize and raw query is one call of it: one round trip).
+import { expect } from 'chai';
+import pg from 'pg';
+import { QueryTypes } from 'sequelize';
+import { http } from '../support/http.js';
+import { sharedServer } from '../support/server.js';
+import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
+import { recordsOf } from './support.js';
+
+type Query = (...args: unknown[]) => unknown;
+
+/** Every query text the in-process server sends while `fn` runs (the shared server shares this process). */
+async function queriesDuring(fn: () => Promise<void>): Promise<string[]> {
+  const texts: string[] = [];
+  const proto = pg.Client.prototype as unknown as { query: Query };
+  const original = proto.query;
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    const first = args[0] as string | { text?: string } | undefined;
+    texts.push(typeof first === 'string' ? first : (first?.text ?? ''));
+    return original.apply(this, args);
+  };
+  try {
+    await fn();
+  } finally {
+    proto.query = original;
+  }
+  // The shared server's purge job (every PURGE_INTERVAL_MS) may fire meanwhile: not the request's.
+  return texts
+    .map((t) => t.replace(/\s+/g, ' ').trim())
+    .filter((t) => !t.startsWith('SET LOCAL enable_seqscan'));
+}
+
+describe('Mode A transaction folded into the engine statements (BEGIN with the claim, COMMIT with the final state)', () => {
+  const order = (tenant: string, key: string, merchantOrderNo: string) =>
+    http('POST', '/api/v1/orders', {
+      headers: { ...bearer(tenant, '830000001'), 'Idempotency-Key': key },
+      body: { merchantOrderNo, amount: '5.00' },
+    });
+
+  it('when a known user creates with a new key, then 4 round trips: auth with the record read, BEGIN + claim, the insert, the final state + COMMIT; no connection is left in a transaction', async () => {
+    await sharedServer();
+    const tenant = uniqueTenant('fold');
+    // The user's slot rows are made once per process (their own round trip): not counted below.
+    expect((await order(tenant, idempotencyKey(), 'mo-warm')).status).to.equal(201);
+    let status = 0;
+    const texts = await queriesDuring(async () => {
+      status = (await order(tenant, idempotencyKey(), 'mo-fold')).status;
+    });
+    expect(status).to.equal(201);
+    expect(texts, texts.join('\n')).to.have.length(4);
+    expect(texts[1]).to.match(/^BEGIN; SET LOCAL lock_timeout/);
+    expect(texts[1]).to.match(/SAVEPOINT idem_business;$/);
+    expect(texts[2]).to.match(/^INSERT INTO "orders"/);
+    expect(texts[3]).to.match(/^UPDATE idempotency_records SET status = 'SUCCEEDED'.*; COMMIT;$/);
+    expect(texts.some((t) => /^(START TRANSACTION|COMMIT);?$/.test(t))).to.equal(false);
+
+    const records = await recordsOf(tenant);
+    expect(records.map((r) => r.status)).to.deep.equal(['SUCCEEDED', 'SUCCEEDED']);
+    const { services } = await sharedServer();
+    const [open] = await services.sequelize.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+       WHERE application_name = current_setting('application_name') AND state LIKE 'idle in transaction%'`,
+      { type: QueryTypes.SELECT },
+    );
+    expect(open.n, 'pooled connections left inside a transaction').to.equal(0);
+  });
+
+  it('when the business write fails for good under a new key (another key holds the merchantOrderNo), then the final state is FAILED_FINAL written after ROLLBACK TO SAVEPOINT in the COMMIT round trip, the order is not doubled, and the key replays the 409', async () => {
+    const tenant = uniqueTenant('foldf');
+    expect((await order(tenant, idempotencyKey(), 'mo-taken')).status).to.equal(201);
+    const key = idempotencyKey();
+    let first = { status: 0, text: '' };
+    const texts = await queriesDuring(async () => {
+      const r = await order(tenant, key, 'mo-taken');
+      first = { status: r.status, text: r.text };
+    });
+    expect(first.status, first.text).to.equal(409);
+    const last = texts[texts.length - 1];
+    expect(last).to.match(
+      /^ROLLBACK TO SAVEPOINT idem_business; UPDATE idempotency_records SET status = 'FAILED_FINAL'.*; COMMIT;$/,
+    );
+    const again = await order(tenant, key, 'mo-taken');
+    expect(again.status).to.equal(409);
+    expect(again.headers.get('idempotent-replayed')).to.equal('true');
+    const records = await recordsOf(tenant);
+    expect(records.map((r) => r.status).sort()).to.deep.equal(['FAILED_FINAL', 'SUCCEEDED']);
+  });
+});
