@@ -1,4 +1,4 @@
-import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
+import { QueryTypes, type Sequelize } from 'sequelize';
 import type { RecordStatus } from '../models/idempotency-record.js';
 import { type ClaimResult, deleteRecords, runClaim } from './caps.js';
 import type { FoldedTransaction } from './folded-transaction.js';
