@@ -1,4 +1,5 @@
 import { type Sequelize, Transaction } from 'sequelize';
+import type { Ending } from '../core/database.js';
 
 /**
  * A Mode A transaction whose edges travel with the engine's own statements. Sequelize sends START
@@ -42,5 +43,37 @@ export class FoldedTransaction extends Transaction {
     await this.sequelize.query(`${sql}\nCOMMIT;`, { transaction: this });
     this.finished = 'commit';
     this.cleanup();
+  }
+}
+
+/** How a folded transaction's work ends: as `Ending`, or with its last statements sent with COMMIT. */
+export type FoldedEnding<T> = Ending<T> | { commitWith: string; value: T };
+
+/**
+ * core/database.ts `inTransaction` for a folded transaction: the work's first statement must start
+ * with BEGIN; it ends by its result, and `commitWith` sends its last statements and COMMIT as one
+ * round trip. A thrown error, or a failed final round trip (which may have committed: the caller's
+ * record says what happened), rolls back.
+ */
+export async function inFoldedTransaction<T>(
+  sequelize: Sequelize,
+  work: (t: FoldedTransaction) => Promise<FoldedEnding<T>>,
+): Promise<T> {
+  const t = await FoldedTransaction.open(sequelize);
+  try {
+    const ending = await work(t);
+    if ('rollback' in ending) {
+      await t.rollback();
+      return ending.rollback;
+    }
+    if ('commitWith' in ending) {
+      await t.commitWith(ending.commitWith);
+      return ending.value;
+    }
+    await t.commit();
+    return ending.commit;
+  } catch (err) {
+    await t.rollback().catch(() => {});
+    throw err;
   }
 }

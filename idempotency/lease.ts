@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
 import { type Cap, runClaim, takeSlot } from './caps.js';
+import type { FoldedTransaction } from './folded-transaction.js';
 import type { Reply } from './outcome.js';
 import type { ClaimRequest, Limits } from './record-store.js';
 import type { ResponseCipher } from './response-cipher.js';
@@ -35,25 +36,41 @@ export class LeaseStore {
    * Tx 1: inserts the PROCESSING record with a fresh lease and takes an in-flight slot as its holder
    * (caps.ts); or says which cap refused (null: a record of this key is there).
    */
-  async claim(t: Transaction, req: ClaimRequest): Promise<{ lease: Lease } | { cap: Cap | null }> {
+  async claim(t: FoldedTransaction, req: ClaimRequest): Promise<{ lease: Lease } | { cap: Cap | null }> {
     const owner = newOwnerToken();
-    const result = await runClaim(this.sequelize, t, {
-      scopeKey: req.scopeKey,
-      requestHash: req.requestHash,
-      userScope: req.userScope,
-      operation: req.operation,
-      ttlSeconds: req.ttlHours * 3600,
-      maxInFlight: this.limits.maxInFlight,
-      maxRetained: this.limits.maxRetained,
-      fieldHashes: req.fieldHashes,
-      lease: { owner, seconds: this.leaseMs / 1000 },
-    });
+    // The transaction's BEGIN rides with the claim (folded-transaction.ts).
+    const result = await runClaim(
+      this.sequelize,
+      t,
+      {
+        scopeKey: req.scopeKey,
+        requestHash: req.requestHash,
+        userScope: req.userScope,
+        operation: req.operation,
+        ttlSeconds: req.ttlHours * 3600,
+        maxInFlight: this.limits.maxInFlight,
+        maxRetained: this.limits.maxRetained,
+        fieldHashes: req.fieldHashes,
+        lease: { owner, seconds: this.leaseMs / 1000 },
+      },
+      { first: 'BEGIN;' },
+    );
     return result.claimed ? { lease: { scopeKey: req.scopeKey, owner } } : { cap: result.cap };
   }
 
   /** A resume makes a FAILED_RETRYABLE record PROCESSING again: it needs an in-flight slot too. */
   takeSlot(t: Transaction, userScope: string, scopeKey: string): Promise<boolean> {
     return takeSlot(this.sequelize, t, userScope, scopeKey, this.limits.maxInFlight);
+  }
+
+  /**
+   * Tx 1's last statement as text (escaped literals), to be sent with its COMMIT: the record points
+   * at the new resource (so a takeover finds it).
+   */
+  attachResourceStatement(lease: Lease, resourceId: string): string {
+    const lit = (v: string) => this.sequelize.escape(v);
+    return `UPDATE idempotency_records SET resource_id = ${lit(resourceId)}
+     WHERE scope_key = ${lit(lease.scopeKey)} AND owner_token = ${lit(lease.owner)};`;
   }
 
   /** Tx 1: the record points at the resource it is about (so a takeover finds it). */

@@ -1,11 +1,11 @@
 import { UniqueConstraintError } from 'sequelize';
-import { inTransaction } from '../core/database.js';
 import { isLockNotAvailable } from '../core/db-errors.js';
 import type { DomainError } from '../core/errors.js';
 import { failpoint } from '../core/failpoints.js';
 import type { Identity } from '../core/identity.js';
 import type { Cap } from '../idempotency/caps.js';
 import type { IdempotentRequest } from '../idempotency/engine.js';
+import { inFoldedTransaction } from '../idempotency/folded-transaction.js';
 import type { Lease } from '../idempotency/lease.js';
 import type { Reply } from '../idempotency/outcome.js';
 import type { StoredRecord } from '../idempotency/record-store.js';
@@ -59,7 +59,8 @@ export async function claimPayment(
   let refusedBy: Cap | null = null;
   await deps.engine.slotRows.ensure(req.userScope);
   try {
-    claim = await inTransaction<Claim | undefined>(deps.sequelize, async (t) => {
+    // BEGIN rides with the lease claim, COMMIT with the record's link to a new payment.
+    claim = await inFoldedTransaction<Claim | undefined>(deps.sequelize, async (t) => {
       let claimed: Awaited<ReturnType<typeof leases.claim>>;
       try {
         claimed = await leases.claim(t, req);
@@ -94,9 +95,11 @@ export async function claimPayment(
         await leases.finish(t, lease, 'SUCCEEDED', reply);
         return { commit: { kind: 'existing', reply } };
       }
-      await leases.attachResource(t, lease, prepared.payment.id);
       await failpoint('payment.tx1.before-commit');
-      return { commit: { kind: 'claimed', lease, payment: prepared.payment } };
+      return {
+        commitWith: leases.attachResourceStatement(lease, prepared.payment.id),
+        value: { kind: 'claimed', lease, payment: prepared.payment },
+      };
     });
   } catch (err) {
     // Lost the race on (merchant_id, merchant_order_no): evaluate again against the winner's payment.

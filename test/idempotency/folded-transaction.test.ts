@@ -5,6 +5,8 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { QueryTypes } from 'sequelize';
 import { http } from '../support/http.js';
+import { createOrder } from '../support/orders.js';
+import { pay } from '../support/payment-calls.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 import { recordsOf } from './support.js';
@@ -86,5 +88,32 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
     expect(again.headers.get('idempotent-replayed')).to.equal('true');
     const records = await recordsOf(tenant);
     expect(records.map((r) => r.status).sort()).to.deep.equal(['FAILED_FINAL', 'SUCCEEDED']);
+  });
+
+  it('when a payment is created, then its Tx 1 opens with the lease claim (BEGIN in the same round trip) and commits with the record linked to the payment; Tx 2 stays a Sequelize transaction; one payment, SUCCEEDED', async () => {
+    const { url } = await sharedServer();
+    const tenant = uniqueTenant('foldp');
+    const auth = bearer(tenant, '830000002');
+    await createOrder(url, auth, 'mo-pay', '6.00');
+    let res = { status: 0, text: '' };
+    const texts = await queriesDuring(async () => {
+      const r = await pay(url, auth, idempotencyKey(), { merchantOrderNo: 'mo-pay', amount: '6.00' });
+      res = { status: r.status, text: r.text };
+    });
+    expect(res.status, res.text).to.equal(201);
+    const claim = texts.findIndex((t) => /^BEGIN; SELECT pg_advisory_xact_lock/.test(t));
+    const link = texts.findIndex((t) =>
+      /^UPDATE idempotency_records SET resource_id = '[^']+' WHERE .*; COMMIT;$/.test(t),
+    );
+    expect(claim, texts.join('\n')).to.be.greaterThan(0);
+    expect(link, texts.join('\n')).to.be.greaterThan(claim);
+    // Between them only Tx 1's own reads and writes: no START TRANSACTION or COMMIT of its own.
+    expect(texts.slice(claim, link).some((t) => /^(START TRANSACTION|COMMIT);?$/.test(t))).to.equal(false);
+    // Tx 2 (after the charge) is the one Sequelize-managed transaction left.
+    expect(texts.filter((t) => /^START TRANSACTION;?$/.test(t))).to.have.length(1);
+    const records = await recordsOf(tenant);
+    const payment = records.find((r) => r.scope_key.includes(':payments.create:'));
+    expect(payment?.status).to.equal('SUCCEEDED');
+    expect(payment?.resource_id).to.be.a('string');
   });
 });
