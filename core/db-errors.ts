@@ -24,7 +24,8 @@ const UNAVAILABLE_ERROR_NAMES = new Set([
 // our transaction ended by idle_in_transaction_session_timeout (25P03) or cancelled by
 // statement_timeout (57014), a read-only server (25006: a replica after a failover).
 const UNAVAILABLE_PG_CODE = /^(08...|57P0[123]|53300|25P03|57014|25006)$/;
-const DROPPED = /Connection terminated|connection is closed|not queryable|ECONNRESET|terminating connection/i;
+// EPIPE: a write on a Unix socket the server has closed (over TCP the same drop reads ECONNRESET).
+const DROPPED = /Connection terminated|connection is closed|not queryable|ECONNRESET|EPIPE|terminating connection/i;
 
 /** The database could not be reached or dropped the connection: nothing was committed, a retry is safe. */
 export function isDatabaseUnavailable(err: unknown): boolean {
@@ -32,6 +33,8 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     if (typeof e.name === 'string' && UNAVAILABLE_ERROR_NAMES.has(e.name)) return true;
     if (typeof e.code === 'string' && (UNAVAILABLE_PG_CODE.test(e.code) || e.code === 'ECONNREFUSED'))
       return true;
+    // A server reached through its Unix socket is down: the socket file is gone.
+    if (e.code === 'ENOENT' && typeof e.message === 'string' && e.message.includes('.s.PGSQL.')) return true;
     if (typeof e.message === 'string' && DROPPED.test(e.message)) return true;
   }
   return false;

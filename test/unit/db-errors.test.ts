@@ -38,6 +38,14 @@ const FAILOVER_ERRORS: Array<[string, Error]> = [
     'refused (HAProxy or PgBouncer down)',
     new ConnectionRefusedError(pgError('connect ECONNREFUSED 127.0.0.1:6432', 'ECONNREFUSED')),
   ],
+  [
+    'a Unix socket with no server behind it (a local server stopped)',
+    pgError('connect ENOENT /srv/app/.data/pg/.s.PGSQL.54329', 'ENOENT'),
+  ],
+  [
+    'a write on a Unix socket the server closed (connections dropped)',
+    wrapped(pgError('write EPIPE', 'EPIPE')),
+  ],
   ['reset (HAProxy shut the session down)', new ConnectionError(pgError('read ECONNRESET', 'ECONNRESET'))],
   ['terminated unexpectedly', pgError('Connection terminated unexpectedly')],
   [
@@ -54,7 +62,7 @@ describe('database errors during a failover: classified, and answered 503 with R
       expect(answer.status).to.equal(503);
       expect(answer.headers['Retry-After']).to.match(/^\d+$/);
       expect(answer.body.code).to.equal(503);
-      expect(JSON.stringify(answer.body)).to.not.match(/at .*\.ts|ECONNREFUSED|127\.0\.0\.1/);
+      expect(JSON.stringify(answer.body)).to.not.match(/at .*\.ts|ECONNREFUSED|ENOENT|EPIPE|PGSQL|127\.0\.0\.1/);
     });
   }
   it('when a statement fails for a reason of its own (a syntax error), then it is not a failover: 500', () => {
