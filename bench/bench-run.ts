@@ -39,6 +39,7 @@ export class BenchRun implements Options {
   readonly CONNECTIONS: number;
   readonly SERVER_ENV: Record<string, string>;
   readonly PURGE_PAUSE_MS: number;
+  readonly DB_TCP: boolean;
 
   readonly t0 = Date.now();
   readonly GIT = gitState();
@@ -84,6 +85,7 @@ export class BenchRun implements Options {
     this.CONNECTIONS = options.CONNECTIONS;
     this.SERVER_ENV = options.SERVER_ENV;
     this.PURGE_PAUSE_MS = options.PURGE_PAUSE_MS;
+    this.DB_TCP = options.DB_TCP;
     this.results.profiles = this.profiles;
   }
 

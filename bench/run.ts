@@ -43,6 +43,7 @@ async function main(run: BenchRun): Promise<void> {
     QUICK,
     PROFILE,
     PURGE_PAUSE_MS,
+    DB_TCP,
     SERVER_ENV,
     CONNECTIONS,
     ROUNDS,
@@ -59,9 +60,9 @@ async function main(run: BenchRun): Promise<void> {
   log(
     `mode ${QUICK ? 'quick' : 'full'}; ${CONNECTIONS} connections; throughput scenarios ${ROUNDS} × ${SEGMENT}s`,
   );
-  if (Object.keys(SERVER_ENV).length > 0 || PROFILE || PURGE_PAUSE_MS > 0) {
+  if (Object.keys(SERVER_ENV).length > 0 || PROFILE || PURGE_PAUSE_MS > 0 || DB_TCP) {
     log(
-      `experiment: ${JSON.stringify({ serverEnv: SERVER_ENV, purgePauseMs: PURGE_PAUSE_MS, profile: PROFILE })} (not the default run)`,
+      `experiment: ${JSON.stringify({ serverEnv: SERVER_ENV, purgePauseMs: PURGE_PAUSE_MS, profile: PROFILE, dbTcp: DB_TCP })} (not the default run)`,
     );
   }
   results.loadAverageAtStart = os.loadavg();
@@ -70,11 +71,13 @@ async function main(run: BenchRun): Promise<void> {
       `warning: load average ${os.loadavg()[0].toFixed(1)} on ${os.cpus().length} CPUs: other work shares this machine, numbers will be noisy`,
     );
   }
-  const db = await openBenchDatabase(log);
+  const db = await openBenchDatabase(log, { tcp: DB_TCP });
   run.onCleanup(() => db.stop());
   run.postmasterPid = db.pid;
   if (db.pid) run.pids.add(db.pid);
-  log(`PostgreSQL ${db.version} (${db.origin}); pg_stat_statements ${db.statements ? 'on' : 'off'}`);
+  log(
+    `PostgreSQL ${db.version} (${db.origin}, ${db.transport}); pg_stat_statements ${db.statements ? 'on' : 'off'}`,
+  );
 
   const [serverPort, barePort, peerPort] = await Promise.all([freePort(), freePort(), freePort()]);
   if (PROFILE) await mkdir(PROFILE_DIR, { recursive: true });

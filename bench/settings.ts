@@ -94,6 +94,8 @@ const schema = z.object({
   // (--server-env=DB_POOL_MAX=16, repeatable) and a throttled purge (--purge-pause-ms=5).
   'server-env': z.array(z.string().regex(/^[A-Z_][A-Z0-9_]*=/, 'must be NAME=VALUE')).default([]),
   'purge-pause-ms': z.coerce.number().int().min(0).default(0),
+  // The embedded server's clients over loopback TCP instead of its Unix socket (the default).
+  'db-tcp': z.boolean().default(false),
 });
 
 /** The options of one run, as parsed from the command line. */
@@ -107,10 +109,11 @@ export interface Options {
   CONNECTIONS: number;
   SERVER_ENV: Record<string, string>;
   PURGE_PAUSE_MS: number;
+  DB_TCP: boolean;
 }
 
 export const USAGE =
-  'usage: npm run bench -- [--quick] [--only=<scenario,...>] [--profile] [--rounds=N] [--segment=S] [--connections=N] [--server-env=NAME=VALUE ...] [--purge-pause-ms=N]';
+  'usage: npm run bench -- [--quick] [--only=<scenario,...>] [--profile] [--rounds=N] [--segment=S] [--connections=N] [--server-env=NAME=VALUE ...] [--purge-pause-ms=N] [--db-tcp]';
 
 /** Command-line options through util.parseArgs (strict) and zod; a problem is one line and exit 2. */
 export function parseOptions(argv: string[]): Options | { problem: string } {
@@ -124,6 +127,7 @@ export function parseOptions(argv: string[]): Options | { problem: string } {
       connections: { type: 'string' },
       'server-env': { type: 'string', multiple: true },
       'purge-pause-ms': { type: 'string' },
+      'db-tcp': { type: 'boolean' },
     },
     schema,
     argv,
@@ -143,5 +147,6 @@ export function parseOptions(argv: string[]): Options | { problem: string } {
       v['server-env'].map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
     ),
     PURGE_PAUSE_MS: v['purge-pause-ms'],
+    DB_TCP: v['db-tcp'],
   };
 }

