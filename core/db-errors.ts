@@ -25,7 +25,8 @@ const UNAVAILABLE_ERROR_NAMES = new Set([
 // statement_timeout (57014), a read-only server (25006: a replica after a failover).
 const UNAVAILABLE_PG_CODE = /^(08...|57P0[123]|53300|25P03|57014|25006)$/;
 // EPIPE: a write on a Unix socket the server has closed (over TCP the same drop reads ECONNRESET).
-const DROPPED = /Connection terminated|connection is closed|not queryable|ECONNRESET|EPIPE|terminating connection/i;
+const DROPPED =
+  /Connection terminated|connection is closed|not queryable|ECONNRESET|EPIPE|terminating connection/i;
 
 /** The database could not be reached or dropped the connection: nothing was committed, a retry is safe. */
 export function isDatabaseUnavailable(err: unknown): boolean {

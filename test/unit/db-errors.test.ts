@@ -62,7 +62,9 @@ describe('database errors during a failover: classified, and answered 503 with R
       expect(answer.status).to.equal(503);
       expect(answer.headers['Retry-After']).to.match(/^\d+$/);
       expect(answer.body.code).to.equal(503);
-      expect(JSON.stringify(answer.body)).to.not.match(/at .*\.ts|ECONNREFUSED|ENOENT|EPIPE|PGSQL|127\.0\.0\.1/);
+      expect(JSON.stringify(answer.body)).to.not.match(
+        /at .*\.ts|ECONNREFUSED|ENOENT|EPIPE|PGSQL|127\.0\.0\.1/,
+      );
     });
   }
   it('when a statement fails for a reason of its own (a syntax error), then it is not a failover: 500', () => {
