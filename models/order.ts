@@ -4,10 +4,30 @@ import {
   type InferAttributes,
   type InferCreationAttributes,
   Model,
+  QueryTypes,
   type Sequelize,
+  type Transaction,
 } from 'sequelize';
 
 export type OrderStatus = 'CREATED' | 'PAID';
+
+/** The columns an order's answer shows, as `Order.insertRow` returns them (a model instance has them too). */
+export type OrderRow = Pick<
+  Order,
+  | 'id'
+  | 'merchantOrderNo'
+  | 'userId'
+  | 'amount'
+  | 'currency'
+  | 'description'
+  | 'status'
+  | 'createdAt'
+  | 'updatedAt'
+>;
+type NewOrder = Pick<
+  Order,
+  'tenantId' | 'userId' | 'merchantOrderNo' | 'amount' | 'currency' | 'description'
+>;
 
 export class Order extends Model<InferAttributes<Order>, InferCreationAttributes<Order>> {
   declare id: CreationOptional<string>;
@@ -21,6 +41,34 @@ export class Order extends Model<InferAttributes<Order>, InferCreationAttributes
   declare status: CreationOptional<OrderStatus>;
   declare createdAt: CreationOptional<Date>;
   declare updatedAt: CreationOptional<Date>;
+
+  /**
+   * One `INSERT ... RETURNING` of the answer's columns: the hot path of a create (see
+   * `User.insertRow`). A taken merchantOrderNo throws Sequelize's UniqueConstraintError.
+   */
+  static async insertRow(values: NewOrder, transaction?: Transaction): Promise<OrderRow> {
+    const rows = await Order.sequelize!.query<OrderRow>(
+      `INSERT INTO orders (tenant_id, user_id, merchant_order_no, amount, currency, description)
+       VALUES ($1, $2, $3, $4, $5, $6)
+       RETURNING id, merchant_order_no AS "merchantOrderNo", user_id AS "userId", amount, currency,
+                 description, status, created_at AS "createdAt", updated_at AS "updatedAt"`,
+      {
+        bind: [
+          values.tenantId,
+          values.userId,
+          values.merchantOrderNo,
+          values.amount,
+          values.currency,
+          values.description,
+        ],
+        type: QueryTypes.SELECT,
+        transaction,
+      },
+    );
+    const row = rows[0];
+    if (!row) throw new Error('INSERT INTO orders returned no row');
+    return row;
+  }
 
   static initModel(sequelize: Sequelize): void {
     Order.init(

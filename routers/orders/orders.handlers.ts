@@ -2,12 +2,12 @@ import type { Transaction, WhereOptions } from 'sequelize';
 import { rethrowUnique } from '../../core/db-errors.js';
 import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
-import { Order } from '../../models/order.js';
+import { Order, type OrderRow } from '../../models/order.js';
 import type { CreateOrderInput, OrderDto } from './orders.schema.js';
 
 export const orderLocation = (id: string) => `/api/v1/orders/${id}`;
 
-export function toOrderDto(o: Order): OrderDto {
+export function toOrderDto(o: OrderRow): OrderDto {
   return {
     id: String(o.id),
     merchantOrderNo: o.merchantOrderNo,
@@ -31,7 +31,7 @@ export async function createOrder(
   tx?: Transaction,
 ): Promise<OrderDto> {
   try {
-    const order = await Order.create(
+    const order = await Order.insertRow(
       {
         tenantId: auth.tenantId,
         userId: auth.userId,
@@ -40,7 +40,7 @@ export async function createOrder(
         currency: input.currency,
         description: input.description ?? null,
       },
-      { transaction: tx },
+      tx,
     );
     return toOrderDto(order);
   } catch (err) {

@@ -2,13 +2,13 @@ import type { Transaction } from 'sequelize';
 import { rethrowUnique } from '../../core/db-errors.js';
 import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
-import { User } from '../../models/user.js';
+import { User, type UserRow } from '../../models/user.js';
 import { hashPassword } from '../auth/password.js';
 import type { CreateUserInput, ReplaceUserInput, UpdateUserInput, UserDto } from './users.schema.js';
 
 const UNIQUE = { users_tenant_username_key: 'username', users_tenant_email_key: 'email' };
 
-export function toUserDto(u: User): UserDto {
+export function toUserDto(u: UserRow): UserDto {
   return {
     id: String(u.id),
     name: u.name,
@@ -38,7 +38,7 @@ async function loadForWrite(auth: Identity, id: string, tx?: Transaction): Promi
 export async function createUser(auth: Identity, input: CreateUserInput, tx?: Transaction): Promise<UserDto> {
   const password = input.password ? await hashPassword(input.password) : undefined;
   try {
-    const user = await User.create(
+    const user = await User.insertRow(
       {
         tenantId: auth.tenantId,
         name: input.name,
@@ -50,7 +50,7 @@ export async function createUser(auth: Identity, input: CreateUserInput, tx?: Tr
         role: input.role,
         status: input.status,
       },
-      { transaction: tx },
+      tx,
     );
     return toUserDto(user);
   } catch (err) {
