@@ -1,0 +1,72 @@
+// Regression test of issue 10, defect 9 (the recoverer part): one payment that fails inside the
+// recoverer's round (its row gone, the database busy, a gateway error) must not stop the others.
+// Before the fix, the first failing payment's error left recoverExpiredPayments, and every payment
+// after it in the batch stayed PROCESSING until that one stopped failing (for ever, for a missing row).
+import { randomBytes } from 'node:crypto';
+import { expect } from 'chai';
+import { createGatewayClient } from '../../gateway/client.js';
+import { type GatewaySimulator, startGatewaySimulator } from '../../gateway/simulator.js';
+import type { GatewayClient } from '../../gateway/types.js';
+import { IdempotencyRecord } from '../../models/index.js';
+import type { PaymentDeps } from '../../payments/payment-deps.js';
+import { PAYMENT_OPERATION, recoverExpiredPayments } from '../../payments/recoverer.js';
+import { paymentRow } from '../gateway/reconcile-fixtures.js';
+import { sharedServer } from '../support/server.js';
+import { uniqueTenant } from '../support/tokens.js';
+
+const hex = (bytes: number) => randomBytes(bytes).toString('hex');
+
+/** A payment attempt whose executor died: PROCESSING, lease ended at `leaseUntil`. */
+function abandonedRecord(tenant: string, resourceId: string, leaseUntil: Date) {
+  return IdempotencyRecord.create({
+    scopeKey: `${tenant}:1:${PAYMENT_OPERATION}:${hex(8)}`,
+    requestHash: hex(32),
+    status: 'PROCESSING',
+    resourceId,
+    responseBody: null,
+    httpStatus: null,
+    ownerToken: hex(32),
+    leaseUntil,
+    userScope: `${tenant}:1`,
+    operation: PAYMENT_OPERATION,
+    expiresAt: new Date(Date.now() + 24 * 3600 * 1000),
+  });
+}
+
+describe('payments: the recoverer goes on past a payment that fails', () => {
+  let sim: GatewaySimulator;
+  let gateway: GatewayClient;
+  let deps: PaymentDeps;
+
+  before(async () => {
+    const { services } = await sharedServer();
+    sim = await startGatewaySimulator();
+    gateway = createGatewayClient({ baseUrl: sim.url, timeoutMs: 5000 });
+    deps = { sequelize: services.sequelize, engine: services.idempotency, gateway };
+  });
+  after(async () => {
+    await gateway?.close();
+    await sim?.close();
+  });
+
+  it('when the first abandoned payment of a round cannot be recovered, then the error is reported and the next one is still charged once and finalised', async () => {
+    const tenant = uniqueTenant('rb');
+    // Oldest lease first (the round's order): a record whose payment row is gone.
+    const broken = await abandonedRecord(tenant, `pay_missing_${hex(6)}`, new Date('2001-01-01T00:00:00Z'));
+    const payment = await paymentRow(tenant, 'PROCESSING');
+    const healthy = await abandonedRecord(tenant, payment.id, new Date('2001-01-01T00:00:01Z'));
+
+    const errors: string[] = [];
+    const taken = await recoverExpiredPayments(deps, 1000, (scopeKey) => errors.push(scopeKey));
+
+    expect(errors).to.include(broken.scopeKey);
+    expect(errors).to.not.include(healthy.scopeKey);
+    expect(taken).to.be.at.least(2);
+    await payment.reload();
+    expect(payment.status).to.equal('SUCCEEDED');
+    const charges = (await gateway.ledger()).charges.filter((c) => c.paymentNo === payment.paymentNo);
+    expect(charges).to.have.length(1);
+    await healthy.reload();
+    expect(healthy.status).to.equal('SUCCEEDED');
+  });
+});
