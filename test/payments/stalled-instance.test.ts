@@ -33,8 +33,19 @@ async function frozen(pid: number): Promise<void> {
  * below the 30 s statement_timeout that would end an unbounded lock wait) is status 0.
  */
 const HANG_MS = 10000;
-function bounded(base: string, path: string, auth: Record<string, string>, key: string, body: object) {
-  return http('POST', path, {
+const WAIT_MS = 300; // shortLeaseEnv's IDEMPOTENCY_WAIT_MS
+/**
+ * The slowest answer of a group, printed against the contract's bound (IDEMPOTENCY_WAIT_MS + 500 ms,
+ * issue 10): a measurement, not an assertion (a loaded 2-core CI machine may add its own delay); the
+ * assertion is that every answer came while the other instance was still frozen.
+ */
+function report(what: string, answers: Array<HttpResult & { ms?: number }>) {
+  const slowest = Math.max(...answers.map((a) => a.ms ?? 0));
+  console.log(`      ${what}: slowest answer ${slowest} ms (bound ${WAIT_MS} + 500 ms)`);
+}
+async function bounded(base: string, path: string, auth: Record<string, string>, key: string, body: object) {
+  const start = Date.now();
+  const res = await http('POST', path, {
     baseUrl: base,
     headers: { ...auth, 'Idempotency-Key': key },
     body,
@@ -47,6 +58,7 @@ function bounded(base: string, path: string, auth: Record<string, string>, key: 
       text: `no answer: ${err}`,
     }),
   );
+  return { ...res, ms: Date.now() - start };
 }
 
 function expectBoundedAnswer(res: HttpResult, what: string) {
@@ -95,6 +107,7 @@ describe('bounded waits: one instance frozen inside a transaction never blocks t
       ]);
       // Every one answered while the instance is still frozen (SIGCONT is only sent below).
       for (const [i, res] of answers.entries()) expectBoundedAnswer(res, `request ${i}`);
+      report('frozen inside Tx 1', answers);
       expect(readFileSync(`/proc/${frozenOne.pid}/stat`, 'utf8').split(') ')[1]?.[0]).to.equal('T');
 
       process.kill(frozenOne.pid, 'SIGCONT');
@@ -152,6 +165,7 @@ describe('bounded waits: one instance frozen inside a transaction never blocks t
         if (res.status === 202) expect(res.headers.get('retry-after')).to.not.equal(null);
       });
       expectBoundedAnswer(answers[2], 'new key, same merchantOrderNo');
+      report('frozen inside a Mode A transaction', answers);
       expect(readFileSync(`/proc/${frozenOne.pid}/stat`, 'utf8').split(') ')[1]?.[0]).to.equal('T');
 
       process.kill(frozenOne.pid, 'SIGCONT');
