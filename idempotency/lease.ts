@@ -11,6 +11,11 @@ import { sealReply } from './stored-reply.js';
 export interface Lease {
   scopeKey: string;
   owner: string;
+  /**
+   * When the lease ends, by this process's clock (ms since the epoch): taken just before the statement
+   * that set it, so never later than the database's lease_until. What a 202's Retry-After counts down.
+   */
+  until: number;
 }
 
 export interface ExpiredLease {
@@ -38,6 +43,7 @@ export class LeaseStore {
    */
   async claim(t: FoldedTransaction, req: ClaimRequest): Promise<{ lease: Lease } | { cap: Cap | null }> {
     const owner = newOwnerToken();
+    const until = Date.now() + this.leaseMs;
     // The transaction's BEGIN rides with the claim (folded-transaction.ts).
     const result = await runClaim(
       this.sequelize,
@@ -55,7 +61,7 @@ export class LeaseStore {
       },
       { first: 'BEGIN;' },
     );
-    return result.claimed ? { lease: { scopeKey: req.scopeKey, owner } } : { cap: result.cap };
+    return result.claimed ? { lease: { scopeKey: req.scopeKey, owner, until } } : { cap: result.cap };
   }
 
   /** A resume makes a FAILED_RETRYABLE record PROCESSING again: it needs an in-flight slot too. */
@@ -118,6 +124,7 @@ export class LeaseStore {
     t?: Transaction,
   ): Promise<Lease | undefined> {
     const owner = newOwnerToken();
+    const until = Date.now() + this.leaseMs;
     const [, count] = await this.sequelize.query(
       `UPDATE idempotency_records SET owner_token = $2, lease_until = now() + make_interval(secs => $3::float8),
               status = 'PROCESSING', updated_at = now()
@@ -129,7 +136,7 @@ export class LeaseStore {
         transaction: t,
       },
     );
-    return count === 1 ? { scopeKey, owner } : undefined;
+    return count === 1 ? { scopeKey, owner, until } : undefined;
   }
 
   /**

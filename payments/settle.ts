@@ -49,6 +49,7 @@ export async function settlePayment(
   // Sent, outcome unknown (time-out, reset): ask before anything else.
   const found = await queryCharge(deps, payment);
   if (found.kind === 'found') return finalisePayment(deps, lease, payment, found.charge);
-  // Still unknown: keep the lease (the charge may yet land); a retry or the recoverer resolves it later.
-  return { kind: 'pending', retryAfterMs: deps.engine.leaseMs };
+  // Still unknown: keep the lease (the charge may yet land); a retry or the recoverer resolves it later,
+  // once the lease has ended: what is left of it (the charge and the query took part of it already).
+  return { kind: 'pending', retryAfterMs: Math.max(0, lease.until - Date.now()) };
 }
