@@ -7,7 +7,8 @@
  *
  * Every mutation gets one Idempotency-Key per call (or the caller's own: tRPC
  * `{ context: { idempotencyKey } }`, REST `params.header['Idempotency-Key']`) and is retried with it
- * on network errors, 503 and 429 (after Retry-After), and followed through 202, within a deadline.
+ * on network errors, time-outs, 503 and 429 (a proxy's 502/504 too), after Retry-After, and followed
+ * through 202, within a deadline; the caller's `signal` aborts a call and its waits.
  * Errors arrive as values: tRPC's TRPCClientError with `data.businessCode`, openapi-fetch's
  * `{ error }` with the envelope's `code`; past the deadline, StillProcessingError (key, Location)
  * or RetriesExhaustedError.
@@ -22,7 +23,12 @@ import { type RetryOptions, retryingFetch } from './retrying-fetch.js';
 
 export type { AppRouter } from '../routers/index.js';
 export type { paths } from './openapi-types.js';
-export { type RetryOptions, RetriesExhaustedError, StillProcessingError } from './retrying-fetch.js';
+export {
+  RetriesExhaustedError,
+  type RetryOptions,
+  retryingFetch,
+  StillProcessingError,
+} from './retrying-fetch.js';
 
 export interface ServiceClientOptions {
   /** The service's base URL, e.g. http://127.0.0.1:3000 (or a balancer in front of instances). */
@@ -36,7 +42,10 @@ export interface ServiceClientOptions {
 
 /**
  * A tRPC link that gives every mutation its Idempotency-Key: the caller's
- * (`context.idempotencyKey`) or a new one, made once per call, before any retry.
+ * (`context.idempotencyKey`) or a new one, made once per call, before any retry. The key travels in
+ * the operation's context; the terminating link sends it as the header with `idempotencyHeaders`
+ * (`httpLink({ url, headers: ({ op }) => ({ ...idempotencyHeaders(op), authorization }) })`), as
+ * `createServiceClient` does. Retries happen in the fetch underneath (`retryingFetch`).
  */
 export function idempotencyLink(): TRPCLink<AppRouter> {
   return () =>
@@ -50,6 +59,12 @@ export function idempotencyLink(): TRPCLink<AppRouter> {
       });
 }
 
+/** The Idempotency-Key header of an operation whose context carries one (see idempotencyLink). */
+export function idempotencyHeaders(op: { context: Record<string, unknown> }): Record<string, string> {
+  const key = op.context.idempotencyKey;
+  return typeof key === 'string' ? { 'idempotency-key': key } : {};
+}
+
 /** A new Idempotency-Key for one logical call (REST: the document makes the header required). */
 export const newIdempotencyKey = (): string => randomUUID();
 
@@ -61,10 +76,7 @@ export function createServiceClient(options: ServiceClientOptions) {
       idempotencyLink(),
       httpLink({
         url: `${options.url.replace(/\/+$/, '')}/trpc`,
-        headers: ({ op }) => ({
-          authorization,
-          ...(typeof op.context.idempotencyKey === 'string' ? { 'idempotency-key': op.context.idempotencyKey } : {}),
-        }),
+        headers: ({ op }) => ({ authorization, ...idempotencyHeaders(op) }),
         fetch: (url, init) => send(new Request(String(url), init as RequestInit)),
       }),
     ],

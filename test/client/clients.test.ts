@@ -154,7 +154,7 @@ describe('typed clients (client/): one key per call, retried safely to the final
     expect(resumed.data.status).to.equal('SUCCEEDED');
   });
 
-  it("when the order is not the caller's (403), then the client does not retry and the error carries the business code", async () => {
+  it('when the caller has no such order (404), then the client does not retry and the error carries the business code', async () => {
     const stranger = tokenFor(uniqueTenant('other'), '890000031', 'user');
     seen = [];
     const { trpc } = createServiceClient({

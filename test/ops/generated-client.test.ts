@@ -13,7 +13,7 @@ const COMMITTED = new URL('../../client/openapi-types.ts', import.meta.url);
 
 /**
  * An external client's fetch: every answer is also recorded for the run's OpenAPI conformance check
- * (test/ops/zz-openapi-conformance.test.ts), like the answers of http().
+ * (the root hook test/setup/openapi-conformance.ts), like the answers of http().
  */
 function recordingFetch(baseUrl: string) {
   return async (request: Request): Promise<Response> => {
