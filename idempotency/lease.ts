@@ -94,23 +94,40 @@ export class LeaseStore {
     status: 'SUCCEEDED' | 'FAILED_FINAL',
     reply: Reply,
   ): Promise<boolean> {
-    const rows = await this.sequelize.query<{ n: string }>(
-      leaveProcessing(`UPDATE idempotency_records SET status = $3, http_status = $4, response_body = $5, owner_token = NULL,
-              lease_until = NULL, updated_at = now()
-       WHERE scope_key = $1 AND owner_token = $2 AND status = 'PROCESSING' RETURNING user_scope`),
-      {
-        bind: [
-          lease.scopeKey,
-          lease.owner,
-          status,
-          reply.status,
-          sealReply(this.cipher, lease.scopeKey, reply),
-        ],
-        transaction: t,
-        type: QueryTypes.SELECT,
-      },
-    );
+    const parts = this.finishParts(lease, status, reply);
+    const rows = await this.sequelize.query<{ n: string }>(`WITH ${parts.ctes} ${parts.select}`, {
+      bind: parts.bind,
+      transaction: t,
+      type: QueryTypes.SELECT,
+    });
     return Number(rows[0]?.n) === 1;
+  }
+
+  /**
+   * `finish` as parts of one statement, for a caller whose own writes must happen only if the
+   * record is still ours, in the same round trip and without a transaction (one statement is atomic):
+   * the record's CTEs (`done`, one row when the lease was ours; `freed`, its slot given back) with
+   * binds $1..$5, and the SELECT of `n` (1: finished, 0: fenced off). The caller adds CTEs that
+   * write only `WHERE EXISTS (SELECT 1 FROM done)`, with binds from $6.
+   */
+  finishParts(
+    lease: Lease,
+    status: 'SUCCEEDED' | 'FAILED_FINAL',
+    reply: Reply,
+  ): { ctes: string; select: string; bind: unknown[] } {
+    return {
+      ctes: `${leaveProcessingCtes(`UPDATE idempotency_records SET status = $3, http_status = $4, response_body = $5, owner_token = NULL,
+              lease_until = NULL, updated_at = now()
+       WHERE scope_key = $1 AND owner_token = $2 AND status = 'PROCESSING' RETURNING user_scope`)}`,
+      select: 'SELECT (SELECT count(*) FROM done) AS n',
+      bind: [
+        lease.scopeKey,
+        lease.owner,
+        status,
+        reply.status,
+        sealReply(this.cipher, lease.scopeKey, reply),
+      ],
+    };
   }
 
   /**
@@ -199,10 +216,15 @@ export class LeaseStore {
  * free. Returns how many records were updated (0: fenced off).
  */
 function leaveProcessing(update: string): string {
-  return `WITH done AS (${update}),
-  freed AS (UPDATE idempotency_slots s SET holder = NULL FROM done
-            WHERE s.user_scope = done.user_scope AND s.holder = $1 RETURNING 1)
+  return `WITH ${leaveProcessingCtes(update)}
   SELECT (SELECT count(*) FROM done) AS n, (SELECT count(*) FROM freed) AS freed`;
+}
+
+/** The CTEs of `leaveProcessing`: `done` (the update, returning user_scope) and `freed` (its slot). */
+function leaveProcessingCtes(update: string): string {
+  return `done AS (${update}),
+  freed AS (UPDATE idempotency_slots s SET holder = NULL FROM done
+            WHERE s.user_scope = done.user_scope AND s.holder = $1 RETURNING 1)`;
 }
 
 function newOwnerToken(): string {

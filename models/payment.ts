@@ -28,6 +28,37 @@ export class Payment extends Model<InferAttributes<Payment>, InferCreationAttrib
   declare createdAt: CreationOptional<Date>;
   declare updatedAt: CreationOptional<Date>;
 
+  /**
+   * The payment's INSERT as one escaped statement (every column given, timestamps from this process so
+   * the instance already holds what the row holds), for a round trip it shares with other statements:
+   * Tx 1 sends it with the record's link and COMMIT. A taken (merchant_id, merchant_order_no) fails
+   * that round trip with Sequelize's UniqueConstraintError, as `create` would.
+   */
+  static insertStatement(p: Payment): string {
+    const lit = (v: string | Date | null) => (v === null ? 'NULL' : Payment.sequelize!.escape(v));
+    return `INSERT INTO payments (id, payment_no, merchant_id, merchant_order_no, order_id, user_id, amount,
+       currency, description, status, failure_reason, charge_id, resumable_since, created_at, updated_at)
+     VALUES (${[
+       p.id,
+       p.paymentNo,
+       p.merchantId,
+       p.merchantOrderNo,
+       p.orderId,
+       p.userId,
+       p.amount,
+       p.currency,
+       p.description,
+       p.status,
+       p.failureReason,
+       p.chargeId,
+       p.resumableSince,
+       p.createdAt,
+       p.updatedAt,
+     ]
+       .map(lit)
+       .join(', ')});`;
+  }
+
   static initModel(sequelize: Sequelize): void {
     Payment.init(
       {

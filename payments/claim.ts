@@ -9,7 +9,7 @@ import { inFoldedTransaction } from '../idempotency/folded-transaction.js';
 import type { Lease } from '../idempotency/lease.js';
 import type { Reply } from '../idempotency/outcome.js';
 import type { StoredRecord } from '../idempotency/record-store.js';
-import type { Payment } from '../models/payment.js';
+import { Payment } from '../models/payment.js';
 import type { CreatePaymentInput } from './payment.schema.js';
 import type { PaymentDeps } from './payment-deps.js';
 import { paymentReply } from './payment-reply.js';
@@ -96,8 +96,9 @@ export async function claimPayment(
         return { commit: { kind: 'existing', reply } };
       }
       await failpoint('payment.tx1.before-commit');
+      // The payment row, the record's link to it and COMMIT: Tx 1's last round trip.
       return {
-        commitWith: leases.attachResourceStatement(lease, prepared.payment.id),
+        commitWith: `${Payment.insertStatement(prepared.payment)}\n${leases.attachResourceStatement(lease, prepared.payment.id)}`,
         value: { kind: 'claimed', lease, payment: prepared.payment },
       };
     });

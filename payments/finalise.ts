@@ -1,9 +1,8 @@
-import { inTransaction } from '../core/database.js';
+import { QueryTypes } from 'sequelize';
 import { failpoint } from '../core/failpoints.js';
 import type { Charge } from '../gateway/types.js';
 import type { Lease } from '../idempotency/lease.js';
 import type { Reply } from '../idempotency/outcome.js';
-import { Order } from '../models/order.js';
 import type { Payment } from '../models/payment.js';
 import type { PaymentDeps } from './payment-deps.js';
 import { paymentReply } from './payment-reply.js';
@@ -12,8 +11,10 @@ export type Finalised = { kind: 'final'; reply: Reply } | { kind: 'fenced' };
 
 /**
  * Tx 2: payment, order and record move together to the charge's outcome, only while the lease is
- * ours (the record's update is conditional on our owner token). Fenced off: someone took over after
- * our lease ended; they own the outcome now and nothing is written.
+ * ours. One statement (atomic by itself, so no transaction and one round trip): the record's
+ * conditional update on our owner token decides, and the payment's and order's updates happen only
+ * if it did. Fenced off: someone took over after our lease ended; they own the outcome now and
+ * nothing is written.
  */
 export async function finalisePayment(
   deps: PaymentDeps,
@@ -23,25 +24,45 @@ export async function finalisePayment(
 ): Promise<Finalised> {
   const succeeded = charge.status === 'SUCCEEDED';
   await failpoint('payment.tx2.before');
-  const finalised = await inTransaction(
-    deps.sequelize,
-    async (t): Promise<{ commit: Finalised } | { rollback: Finalised }> => {
-      payment.set({
-        status: succeeded ? 'SUCCEEDED' : 'FAILED',
-        failureReason: succeeded ? null : 'DECLINED',
-        chargeId: charge.chargeId,
-        resumableSince: null,
-      });
-      await payment.save({ transaction: t });
-      if (succeeded)
-        await Order.update({ status: 'PAID' }, { where: { id: payment.orderId }, transaction: t });
-      const reply = paymentReply(payment);
-      const owned = await deps.engine.leases.finish(t, lease, 'SUCCEEDED', reply);
-      return owned ? { commit: { kind: 'final', reply } } : { rollback: { kind: 'fenced' } };
+  // The row as Tx 2 writes it, so that the stored answer is built from exactly what is written.
+  payment.set(
+    {
+      status: succeeded ? 'SUCCEEDED' : 'FAILED',
+      failureReason: succeeded ? null : 'DECLINED',
+      chargeId: charge.chargeId,
+      resumableSince: null,
+      updatedAt: new Date(),
+    },
+    // raw: updatedAt is read-only to a plain set() on a stored row, and it must move here.
+    { raw: true },
+  );
+  const reply = paymentReply(payment);
+  const record = deps.engine.leases.finishParts(lease, 'SUCCEEDED', reply);
+  const rows = await deps.sequelize.query<{ n: string }>(
+    `WITH ${record.ctes},
+     paid AS (UPDATE payments SET status = $6, failure_reason = $7, charge_id = $8, resumable_since = NULL,
+                     updated_at = $9
+              WHERE id = $10 AND EXISTS (SELECT 1 FROM done) RETURNING 1),
+     ordered AS (UPDATE orders SET status = 'PAID', updated_at = $9
+                 WHERE id = $11 AND $12 AND EXISTS (SELECT 1 FROM done) RETURNING 1)
+     ${record.select}`,
+    {
+      bind: [
+        ...record.bind,
+        payment.status,
+        payment.failureReason,
+        payment.chargeId,
+        payment.updatedAt,
+        payment.id,
+        payment.orderId,
+        succeeded,
+      ],
+      type: QueryTypes.SELECT,
     },
   );
+  const finalised: Finalised = Number(rows[0]?.n) === 1 ? { kind: 'final', reply } : { kind: 'fenced' };
   await failpoint('payment.tx2.after');
-  // The instance holds what Tx 2 would have written: read back what the database has.
+  // Fenced: the instance holds what Tx 2 would have written; read back what the database has.
   if (finalised.kind === 'fenced') await payment.reload();
   return finalised;
 }

@@ -1,67 +1,104 @@
 import { randomBytes } from 'node:crypto';
-import type { Transaction } from 'sequelize';
+import { type InferAttributes, QueryTypes, type Transaction } from 'sequelize';
 import { Conflict, type DomainError, Forbidden, NotFound, ValidationError } from '../core/errors.js';
 import type { Identity } from '../core/identity.js';
-import { Order } from '../models/order.js';
 import { Payment } from '../models/payment.js';
 import type { CreatePaymentInput } from './payment.schema.js';
 
 export type Preparation =
+  /** A new payment, not yet written: its row goes with Tx 1's last round trip (Payment.insertStatement). */
   | { kind: 'new'; payment: Payment }
   | { kind: 'existing'; payment: Payment }
   | { kind: 'refused'; error: DomainError };
 
+/** The order of the merchantOrderNo and the payment it already has, if any: one read. */
+const LOOKUP_SQL = `SELECT o.id AS "orderId", o.user_id AS "orderUserId", o.amount AS "orderAmount",
+       o.currency AS "orderCurrency", p.id, p.payment_no AS "paymentNo", p.merchant_id AS "merchantId",
+       p.merchant_order_no AS "merchantOrderNo", p.order_id AS "paymentOrderId", p.user_id AS "userId",
+       p.amount, p.currency, p.description, p.status, p.failure_reason AS "failureReason",
+       p.charge_id AS "chargeId", p.resumable_since AS "resumableSince", p.created_at AS "createdAt",
+       p.updated_at AS "updatedAt"
+  FROM orders o
+  LEFT JOIN payments p ON p.merchant_id = o.tenant_id AND p.merchant_order_no = o.merchant_order_no
+ WHERE o.tenant_id = $1 AND o.merchant_order_no = $2`;
+
+interface LookupRow {
+  orderId: string;
+  orderUserId: string;
+  orderAmount: string;
+  orderCurrency: string;
+  id: string | null;
+  paymentOrderId: string | null;
+  [column: string]: unknown;
+}
+
 /**
- * The checks of CONTRACT section 3, in its order, then the payment row (in Tx 1, with the record):
- * no order → 404; another user's order → 403; a payment for the merchantOrderNo → its amount and
- * currency decide (same: that payment; different: 409/40902); the order's amount differs → 400.
- * A unique violation on (merchant_id, merchant_order_no) propagates: a concurrent request created
- * the payment first, and the caller evaluates again against it.
+ * The checks of CONTRACT section 3, in its order: no order → 404; another user's order → 403; a
+ * payment for the merchantOrderNo → its amount and currency decide (same: that payment; different:
+ * 409/40902); the order's amount differs → 400. Else a new payment (not yet written). The order and
+ * an existing payment come from one read, in Tx 1.
  */
 export async function preparePayment(
   t: Transaction,
   auth: Identity,
   input: CreatePaymentInput,
 ): Promise<Preparation> {
-  const order = await Order.findOne({
-    where: { tenantId: auth.tenantId, merchantOrderNo: input.merchantOrderNo },
+  const [row] = await Payment.sequelize!.query<LookupRow>(LOOKUP_SQL, {
+    bind: [auth.tenantId, input.merchantOrderNo],
+    type: QueryTypes.SELECT,
     transaction: t,
   });
-  if (!order) return { kind: 'refused', error: new NotFound('No order with this merchantOrderNo') };
-  if (auth.role !== 'admin' && String(order.userId) !== auth.userId) {
+  if (!row) return { kind: 'refused', error: new NotFound('No order with this merchantOrderNo') };
+  if (auth.role !== 'admin' && String(row.orderUserId) !== auth.userId) {
     return { kind: 'refused', error: new Forbidden('Not your order') };
   }
-  const existing = await Payment.findOne({
-    where: { merchantId: auth.tenantId, merchantOrderNo: input.merchantOrderNo },
-    transaction: t,
-  });
-  if (existing) {
+  if (row.id !== null) {
+    const {
+      orderId: _o,
+      orderUserId: _u,
+      orderAmount: _a,
+      orderCurrency: _c,
+      paymentOrderId,
+      ...columns
+    } = row;
+    const existing = Payment.build({ ...columns, orderId: paymentOrderId } as InferAttributes<Payment>, {
+      isNewRecord: false,
+      raw: true,
+    });
     if (String(existing.amount) === input.amount && existing.currency === input.currency) {
       return { kind: 'existing', payment: existing };
     }
     const message = 'merchantOrderNo already has a payment with another amount or currency';
     return { kind: 'refused', error: new Conflict('business_key_reused', message) };
   }
-  if (String(order.amount) !== input.amount || order.currency !== input.currency) {
+  if (String(row.orderAmount) !== input.amount || row.orderCurrency !== input.currency) {
     return {
       kind: 'refused',
       error: new ValidationError('amount', "does not match the order's amount and currency"),
     };
   }
-  const payment = await Payment.create(
+  const now = new Date();
+  const payment = Payment.build(
     {
       id: `pay_${randomBytes(12).toString('hex')}`,
       paymentNo: `PN${Date.now().toString(36)}${randomBytes(10).toString('hex')}`,
       merchantId: auth.tenantId,
       merchantOrderNo: input.merchantOrderNo,
-      orderId: String(order.id),
+      orderId: String(row.orderId),
       // The order's owner, also when an admin pays it: the payment is theirs to read (CONTRACT section 3).
-      userId: String(order.userId),
+      userId: String(row.orderUserId),
       amount: input.amount,
       currency: input.currency,
       description: input.description ?? null,
+      status: 'PROCESSING',
+      failureReason: null,
+      chargeId: null,
+      resumableSince: null,
+      createdAt: now,
+      updatedAt: now,
     },
-    { transaction: t },
+    // raw: timestamps are Sequelize's read-only attributes, which a plain set() would skip.
+    { isNewRecord: false, raw: true },
   );
   return { kind: 'new', payment };
 }

@@ -90,7 +90,7 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
     expect(records.map((r) => r.status).sort()).to.deep.equal(['FAILED_FINAL', 'SUCCEEDED']);
   });
 
-  it('when a payment is created, then its Tx 1 opens with the lease claim (BEGIN in the same round trip) and commits with the record linked to the payment; Tx 2 stays a Sequelize transaction; one payment, SUCCEEDED', async () => {
+  it('when a payment is created, then its Tx 1 opens with the lease claim (BEGIN in the same round trip) and commits with the payment row and the record linked to it; Tx 2 is one statement (record, payment, order) without a transaction: 5 round trips; one payment, SUCCEEDED', async () => {
     const { url } = await sharedServer();
     const tenant = uniqueTenant('foldp');
     const auth = bearer(tenant, '830000002');
@@ -103,14 +103,27 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
     expect(res.status, res.text).to.equal(201);
     const claim = texts.findIndex((t) => /^BEGIN; SELECT pg_advisory_xact_lock/.test(t));
     const link = texts.findIndex((t) =>
-      /^UPDATE idempotency_records SET resource_id = '[^']+' WHERE .*; COMMIT;$/.test(t),
+      /^INSERT INTO payments .*; UPDATE idempotency_records SET resource_id = '[^']+' WHERE .*; COMMIT;$/.test(
+        t,
+      ),
     );
     expect(claim, texts.join('\n')).to.be.greaterThan(0);
     expect(link, texts.join('\n')).to.be.greaterThan(claim);
     // Between them only Tx 1's own reads and writes: no START TRANSACTION or COMMIT of its own.
     expect(texts.slice(claim, link).some((t) => /^(START TRANSACTION|COMMIT);?$/.test(t))).to.equal(false);
-    // Tx 2 (after the charge) is the one Sequelize-managed transaction left.
-    expect(texts.filter((t) => /^START TRANSACTION;?$/.test(t))).to.have.length(1);
+    // Tx 2 (after the charge) is one statement: no transaction of Sequelize's at all, and the
+    // record, the payment and the order are written in that one round trip.
+    expect(
+      texts.filter((t) => /^(START TRANSACTION|COMMIT);?$/.test(t)),
+      texts.join('\n'),
+    ).to.have.length(0);
+    const tx2 = texts.filter((t) => /^WITH done AS \(UPDATE idempotency_records SET status = /.test(t));
+    expect(tx2, texts.join('\n')).to.have.length(1);
+    expect(tx2[0]).to.match(/paid AS \(UPDATE payments SET status = /);
+    expect(tx2[0]).to.match(/ordered AS \(UPDATE orders SET status = 'PAID'/);
+    // Five round trips in all: auth with the record read; BEGIN + lease claim; the order and any
+    // payment of its merchantOrderNo in one read; the payment row + the record's link + COMMIT; Tx 2.
+    expect(texts, texts.join('\n')).to.have.length(5);
     const records = await recordsOf(tenant);
     const payment = records.find((r) => r.scope_key.includes(':payments.create:'));
     expect(payment?.status).to.equal('SUCCEEDED');
