@@ -38,7 +38,8 @@ export const amountSchema = z
       description: `A positive amount: ${MESSAGE.replace('must be ', '')}; 10, 10.0 and "10.00" are the same`,
       oneOf: [
         { type: 'number', exclusiveMinimum: 0, maximum: 999999999999.99 },
-        { type: 'string', pattern: `^\\s*${DECIMAL.source.slice(1, -1)}\\s*$` },
+        // The decimal rule, positive: a lookahead refuses "0", "0.0" and "0.00" as the service does.
+        { type: 'string', pattern: `^\\s*(?!0(\\.0{1,2})?\\s*$)${DECIMAL.source.slice(1, -1)}\\s*$` },
       ],
     }),
   );

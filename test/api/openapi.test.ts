@@ -193,6 +193,15 @@ describe('API docs page (GET /docs)', () => {
     const amount =
       doc.paths['/api/v1/orders'].post.requestBody?.content['application/json'].schema.properties.amount;
     expect(amount?.oneOf).to.have.length(2);
+    // The string form says what the service takes: positive, at most 12 + 2 digits.
+    const text = (amount?.oneOf as Array<{ type: string; pattern?: string }>).find(
+      (o) => o.type === 'string',
+    );
+    const pattern = new RegExp(text?.pattern ?? '$^');
+    for (const ok of ['10', '10.5', '10.50', '0.01', '999999999999.99'])
+      expect(pattern.test(ok), ok).to.equal(true);
+    for (const bad of ['0', '0.00', '01', '1.234', '1000000000000', '-1', 'ten'])
+      expect(pattern.test(bad), bad).to.equal(false);
     expect(doc.paths['/api/v1/users/{id}'].delete.responses).to.have.property('202');
   });
 
