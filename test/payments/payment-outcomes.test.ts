@@ -41,6 +41,13 @@ describe('payments: every outcome of POST /payments (real instance, gateway on i
     return { tenant, auth, order, body: { merchantOrderNo: 'mo-1', amount } };
   }
 
+  const metricsText = async () => (await fetch(`${base}/metrics`)).text();
+  /** A sample's value from Prometheus text (name with its labels as printed), 0 when absent. */
+  const metric = (text: string, sample: string) => {
+    const line = text.split('\n').find((l) => l.startsWith(`${sample} `));
+    return line ? Number(line.slice(sample.length + 1)) : 0;
+  };
+
   const invariants = (tenant: string) =>
     assertPaymentInvariants(db.sequelize, () => slot.ledger(), tenant, { exclusiveLedger: true });
 
@@ -127,6 +134,8 @@ describe('payments: every outcome of POST /payments (real instance, gateway on i
     expect(slot.blackHoleCharges()).to.be.greaterThan(0);
     const pending = await http('GET', res.headers.get('location')!, { baseUrl: base, headers: auth });
     expect(pending.body.data.status).to.equal('PROCESSING');
+    // What an operator sees meanwhile: a PROCESSING record of some age.
+    expect(metric(await metricsText(), 'idempotency_oldest_processing_age_seconds')).to.be.greaterThan(0);
 
     await slot.simulator();
     // Nobody retries: the recoverer takes the expired lease over, asks the gateway, then charges.
@@ -137,6 +146,12 @@ describe('payments: every outcome of POST /payments (real instance, gateway on i
       status = got.body.data.status;
     }
     expect(status).to.equal('SUCCEEDED');
+    // ...and the recoverer's takeover, counted twice over: by the recoverer and as an engine outcome.
+    const text = await metricsText();
+    expect(metric(text, 'payment_recoverer_takeovers_total')).to.be.at.least(1);
+    expect(
+      metric(text, 'idempotency_outcomes_total{operation="payments.create",outcome="lease_takeover"}'),
+    ).to.be.at.least(1);
     const retry = await payUntilFinal(base, auth, key, body);
     expect(retry.final.status).to.equal(201);
     expect(retry.final.body.data.id).to.equal(paymentId);
