@@ -45,10 +45,19 @@ export async function paymentRow(
   });
 }
 
-/** The PROCESSING record of an executor that charged and then stopped (crashed, or still working). */
-export async function processingRecord(tenant: string, payment: Payment, leaseUntil: Date) {
+/**
+ * The PROCESSING record of an executor that charged and then stopped (crashed, or still working), for
+ * the payment with this id (which may be missing), under `operation` (the recoverer's own is
+ * 'payments.create').
+ */
+export async function processingRecord(
+  tenant: string,
+  payment: Pick<Payment, 'id'>,
+  leaseUntil: Date,
+  operation = TEST_OPERATION,
+) {
   return IdempotencyRecord.create({
-    scopeKey: `${tenant}:1:${TEST_OPERATION}:${hex(8)}`,
+    scopeKey: `${tenant}:1:${operation}:${hex(8)}`,
     requestHash: hex(32),
     status: 'PROCESSING',
     resourceId: payment.id,
@@ -57,7 +66,7 @@ export async function processingRecord(tenant: string, payment: Payment, leaseUn
     ownerToken: hex(32),
     leaseUntil,
     userScope: `${tenant}:1`,
-    operation: TEST_OPERATION,
+    operation,
     expiresAt: new Date(Date.now() + 24 * 3600 * 1000),
   });
 }

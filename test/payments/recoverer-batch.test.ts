@@ -7,31 +7,13 @@ import { expect } from 'chai';
 import { createGatewayClient } from '../../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../../gateway/simulator.js';
 import type { GatewayClient } from '../../gateway/types.js';
-import { IdempotencyRecord } from '../../models/index.js';
 import type { PaymentDeps } from '../../payments/payment-deps.js';
 import { PAYMENT_OPERATION, recoverExpiredPayments } from '../../payments/recoverer.js';
-import { paymentRow } from '../gateway/reconcile-fixtures.js';
+import { paymentRow, processingRecord } from '../gateway/reconcile-fixtures.js';
 import { sharedServer } from '../support/server.js';
 import { uniqueTenant } from '../support/tokens.js';
 
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
-
-/** A payment attempt whose executor died: PROCESSING, lease ended at `leaseUntil`. */
-function abandonedRecord(tenant: string, resourceId: string, leaseUntil: Date) {
-  return IdempotencyRecord.create({
-    scopeKey: `${tenant}:1:${PAYMENT_OPERATION}:${hex(8)}`,
-    requestHash: hex(32),
-    status: 'PROCESSING',
-    resourceId,
-    responseBody: null,
-    httpStatus: null,
-    ownerToken: hex(32),
-    leaseUntil,
-    userScope: `${tenant}:1`,
-    operation: PAYMENT_OPERATION,
-    expiresAt: new Date(Date.now() + 24 * 3600 * 1000),
-  });
-}
 
 describe('payments: the recoverer goes on past a payment that fails', () => {
   let sim: GatewaySimulator;
@@ -52,9 +34,19 @@ describe('payments: the recoverer goes on past a payment that fails', () => {
   it('when the first abandoned payment of a round cannot be recovered, then the error is reported and the next one is still charged once and finalised', async () => {
     const tenant = uniqueTenant('rb');
     // Oldest lease first (the round's order): a record whose payment row is gone.
-    const broken = await abandonedRecord(tenant, `pay_missing_${hex(6)}`, new Date('2001-01-01T00:00:00Z'));
+    const broken = await processingRecord(
+      tenant,
+      { id: `pay_missing_${hex(6)}` },
+      new Date('2001-01-01T00:00:00Z'),
+      PAYMENT_OPERATION,
+    );
     const payment = await paymentRow(tenant, 'PROCESSING');
-    const healthy = await abandonedRecord(tenant, payment.id, new Date('2001-01-01T00:00:01Z'));
+    const healthy = await processingRecord(
+      tenant,
+      payment,
+      new Date('2001-01-01T00:00:01Z'),
+      PAYMENT_OPERATION,
+    );
 
     const errors: string[] = [];
     const taken = await recoverExpiredPayments(deps, 1000, (scopeKey) => errors.push(scopeKey));
