@@ -13,9 +13,14 @@ import { ServiceUnavailable } from './errors.js';
  * pause or a VM freeze, until someone sends SIGCONT), `stall(ms)` (this request pauses), `throw` (a
  * transient error at that point), `drop` (every database connection of this process is terminated by
  * the server, the one of the current transaction included, as in a failover or a network cut). `@N` fires on the Nth hit only; `%p` fires with probability p.
- * Disabled, a failpoint costs one Map lookup on an empty map.
+ * Disabled, a failpoint costs one Map lookup on an empty map. In a process started with them
+ * (FAILPOINTS, or FAILPOINTS_CONTROL=1), each firing first writes `failpoint <name> fired: <action>`
+ * to stderr (synchronous on a pipe, so the line is there even when the action kills the process):
+ * the chaos driver counts from it which failpoints really fired. Tests that set failpoints in their
+ * own process (no such variable) print nothing.
  */
 export const FAILPOINT_NAMES = [
+  'local.before-claim',
   'local.after-claim',
   'local.after-write',
   'local.before-commit',
@@ -95,12 +100,18 @@ export function setFailpoints(spec: string): void {
   for (const [name, fp] of parsed) active.set(name, fp);
 }
 
-/** The refusal of CONTRACT-level configuration: failpoints never run in production. */
+/**
+ * The refusal of CONTRACT-level configuration: failpoints never run in production. Names every
+ * variable that enables them (one problem each, joined as config.ts joins its problems).
+ */
 export function failpointsRefused(env: NodeJS.ProcessEnv): string | undefined {
   if (env.NODE_ENV !== 'production') return undefined;
-  if (env.FAILPOINTS) return 'FAILPOINTS: never allowed with NODE_ENV=production';
-  if (env.FAILPOINTS_CONTROL) return 'FAILPOINTS_CONTROL: never allowed with NODE_ENV=production';
-  return undefined;
+  const refused: string[] = [];
+  if (env.FAILPOINTS) refused.push('FAILPOINTS: never allowed with NODE_ENV=production');
+  // FAILPOINTS_CONTROL=0 is the default spelled out: nothing is mounted, nothing to refuse.
+  if (env.FAILPOINTS_CONTROL && env.FAILPOINTS_CONTROL !== '0')
+    refused.push('FAILPOINTS_CONTROL: never allowed with NODE_ENV=production');
+  return refused.length > 0 ? refused.join('; ') : undefined;
 }
 
 /** A named point of the flow: does nothing unless a failpoint of this name is active. */
@@ -111,6 +122,8 @@ export async function failpoint(name: FailpointName): Promise<void> {
   fp.hits += 1;
   if (fp.nth !== undefined && fp.hits !== fp.nth) return;
   if (fp.probability !== undefined && Math.random() >= fp.probability) return;
+  if (process.env.FAILPOINTS || process.env.FAILPOINTS_CONTROL === '1')
+    process.stderr.write(`failpoint ${name} fired: ${fp.action}\n`);
   if (fp.action === 'sigkill') process.kill(process.pid, 'SIGKILL');
   else if (fp.action === 'sigstop') process.kill(process.pid, 'SIGSTOP');
   else if (fp.action === 'throw') throw new FailpointError(name);

@@ -136,18 +136,22 @@ export class IdempotencyEngine {
     waitMs: number,
     signal?: AbortSignal,
   ): Promise<Outcome | undefined> {
+    // Before any connection is taken: a fault here leaves nothing to roll back.
+    await failpoint('local.before-claim');
     // BEGIN rides with the claim and COMMIT with the final update (folded-transaction.ts).
     const t = await FoldedTransaction.open(this.sequelize);
     let claim: ClaimResult;
     try {
       claim = await claimLocal(this.sequelize, t, req, { ...this.settings, waitMs });
+      // Inside the try: a fault after the claim must roll back like any other failure here, or the
+      // folded transaction (the record's row, the key's lock, a slot) stays open on its connection.
+      if (claim.claimed) await failpoint('local.after-claim');
     } catch (err) {
       await t.rollback().catch(() => {});
       // Waited the whole bound on a duplicate's uncommitted record: it is still running.
       if (isLockNotAvailable(err)) return this.inFlight(req, null);
       throw err;
     }
-    if (claim.claimed) await failpoint('local.after-claim');
     if (!claim.claimed) {
       await t.rollback();
       const lost = await this.whyNotClaimed(req, claim.cap);

@@ -69,6 +69,35 @@ describe('configuration (CONTRACT section 8)', () => {
     ).to.equal(`k0:${key32}`);
   });
 
+  it('when FAILPOINTS or FAILPOINTS_CONTROL=1 comes with NODE_ENV=production, then start is refused naming each variable (the rest of the production configuration being valid)', () => {
+    const production = {
+      NODE_ENV: 'production',
+      JWT_SECRET: 'a-production-secret-0123456789',
+      IDEMPOTENCY_HMAC_KEY: 'a-production-hmac-key-012345',
+      RESPONSE_ENCRYPTION_KEY: key32,
+      PAYMENT_GATEWAY_URL: 'https://gateway.example',
+    };
+    expect(() => loadConfig(production), 'the same configuration without failpoints').to.not.throw();
+    expect(refusal({ ...production, FAILPOINTS: 'payment.charge.before=throw' })).to.match(
+      /^Invalid configuration: FAILPOINTS: never allowed with NODE_ENV=production$/,
+    );
+    expect(refusal({ ...production, FAILPOINTS_CONTROL: '1' })).to.match(
+      /^Invalid configuration: FAILPOINTS_CONTROL: never allowed with NODE_ENV=production$/,
+    );
+    const both = refusal({ ...production, FAILPOINTS: 'purge.batch=throw', FAILPOINTS_CONTROL: '1' });
+    expect(both).to.include('FAILPOINTS: never').and.include('FAILPOINTS_CONTROL: never');
+    // 0 is the default spelled out: nothing is mounted, so nothing is refused.
+    expect(loadConfig({ ...production, FAILPOINTS_CONTROL: '0' }).FAILPOINTS_CONTROL).to.equal('0');
+  });
+
+  it('when FAILPOINTS names an unknown failpoint or action outside production, then start is refused naming it', () => {
+    expect(refusal({ FAILPOINTS: 'local.nowhere=throw' })).to.include('unknown failpoint "local.nowhere"');
+    expect(refusal({ FAILPOINTS: 'local.before-claim=explode' })).to.include('unknown action "explode"');
+    expect(loadConfig({ FAILPOINTS: 'local.before-claim=throw@1' }).FAILPOINTS).to.equal(
+      'local.before-claim=throw@1',
+    );
+  });
+
   it('when the server process starts with an invalid configuration, then it exits 1 with one line naming every variable', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
       env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production', LOG_LEVEL: 'silent' },
