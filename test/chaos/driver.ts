@@ -4,6 +4,7 @@ import pg from 'pg';
 import { signToken } from '../../routers/auth/jwt.js';
 import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
 import { type Instance, startInstance } from '../support/processes.js';
+import { type CliRun, reconcileCli } from '../support/reconcile-cli.js';
 import { TEST_ENV } from '../support/server.js';
 import { type CheckResult, check } from './checker.js';
 import type {
@@ -16,25 +17,18 @@ import type {
   RequestEvent,
   Transport,
 } from './history.js';
-
-/** A small seeded generator (mulberry32): the same seed gives the same schedule and the same choices. */
-export function random(seed: number) {
-  let s = seed >>> 0;
-  const next = () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return {
-    next,
-    int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)),
-    pick: <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)],
-    chance: (p: number) => next() < p,
-  };
-}
-export type Random = ReturnType<typeof random>;
+import {
+  describeFault,
+  drawSchedule,
+  type FailpointFault,
+  faultSettings,
+  PURGE_INTERVAL_MS,
+  type Random,
+  random,
+  type ScheduledFault,
+  type ScheduledKind,
+  streamSeed,
+} from './schedule.js';
 
 export interface ChaosOptions {
   seed: number;
@@ -49,8 +43,8 @@ export interface ChaosOptions {
    * its server (`npm run chaos` on an embedded PostgreSQL), and then drawn like the other faults.
    */
   restartDatabase?: () => Promise<void>;
-  /** Fault kinds to leave out (e.g. on a machine too slow for stops). */
-  without?: ReadonlyArray<FaultEvent['kind']>;
+  /** Fault kinds to leave out (e.g. on a machine too slow for stops); part of what draws the schedule. */
+  without?: readonly ScheduledKind[];
   /** Where the driver reads the tables (default databaseUrl): a superuser on a cluster's leader. */
   adminUrl?: string;
   /**
@@ -89,8 +83,13 @@ export interface ChaosReport {
   answers: Record<string, number>;
   faults: Record<string, number>;
   result: CheckResult;
-  /** The fault schedule as drawn from the seed (what was planned, in order). */
+  /** The fault schedule as drawn from the seed (schedule.ts), one line per fault, in order. */
   schedule: string[];
+  drawn: ScheduledFault[];
+  /** How often each failpoint really fired, over every process of the run (their stderr). */
+  fired: Record<string, number>;
+  /** What `npm run reconcile -- --repair` found and did, when the schedule made it needed. */
+  reconcile?: string;
 }
 
 export const LIMITS: Limits = {
@@ -111,20 +110,11 @@ const INSTANCE_ENV = (databaseUrl: string, gatewayUrl: string): Record<string, s
   RECOVERER_INTERVAL_MS: String(LIMITS.recovererIntervalMs),
   IDEMPOTENCY_MAX_IN_FLIGHT: String(LIMITS.maxInFlight),
   DB_POOL_MAX: '6',
+  // Often enough that purge.batch fires inside a failpoint window (nothing expires in a run: the TTL
+  // stays at its default, so a reused key is never forgotten under the checker).
+  PURGE_INTERVAL_MS: String(PURGE_INTERVAL_MS),
   FAILPOINTS_CONTROL: '1',
 });
-
-/** Failpoints the schedule sets on one instance for a while (core/failpoints.ts). */
-const FAILPOINT_FAULTS = [
-  'payment.tx1.before-commit=sigstop@1',
-  'payment.charge.after=sigkill@1',
-  'payment.tx2.before=sigkill@1',
-  'local.after-write=stall(800)%0.5',
-  'payment.tx2.before=throw%0.5',
-  'local.before-commit=sigkill@2',
-  'payment.tx2.before=drop@1',
-  'local.after-claim=drop%0.3',
-] as const;
 
 /** One instance slot: the process that serves it now (replaced after a SIGKILL), and its state. */
 interface Slot {
@@ -138,11 +128,19 @@ interface Slot {
 /**
  * Runs one seeded schedule: 3 real instances on one PostgreSQL, the gateway simulator on its own
  * port, many clients (both transports, key reuse, body variants, new keys for the same order,
- * several users and tenants), and faults drawn from the seed. Then heals everything, lets the
- * clients finish (same keys; new keys for resumable payments), reads the final state and checks.
+ * several users and tenants), and the faults drawn from the seed before the start (schedule.ts),
+ * injected in order. Then heals everything, lets the clients finish (same keys; new keys for
+ * resumable payments), reads the final state, repairs with reconcile when the schedule let the
+ * gateway charge twice, and checks.
+ *
+ * Each client has a generator of its own (seeded from the seed), but what it sends follows the
+ * answers it gets, so the traffic is not reproduced by the seed; the schedule is.
  */
 export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
-  const rnd = random(opts.seed);
+  const instanceCount = opts.instances ?? 3;
+  const drawn = opts.plan
+    ? []
+    : drawSchedule(opts.seed, opts.durationMs, { instances: instanceCount, without: opts.without });
   const log = opts.log ?? (() => {});
   const history: HistoryEvent[] = [];
   const t0 = Date.now();
@@ -155,11 +153,16 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const admin = adminLink(opts.adminUrl ?? opts.databaseUrl);
   let seq = 0;
   let everyone = { epoch: 0, on: false };
+  // Every process of the run, the replaced ones included: their stderr says which failpoints fired.
+  const started: Instance[] = [];
+  const spawn = async () => {
+    const instance = await startInstance(env);
+    started.push(instance);
+    return instance;
+  };
   try {
-    slots.push({ instance: await startInstance(env), stopped: false, dead: false, epoch: 0 });
-    const rest = await Promise.all(
-      Array.from({ length: (opts.instances ?? 3) - 1 }, () => startInstance(env)),
-    );
+    slots.push({ instance: await spawn(), stopped: false, dead: false, epoch: 0 });
+    const rest = await Promise.all(Array.from({ length: instanceCount - 1 }, spawn));
     for (const instance of rest) slots.push({ instance, stopped: false, dead: false, epoch: 0 });
 
     const fault = (kind: FaultEvent['kind'], instance?: number, detail?: string) => {
@@ -173,6 +176,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const tenants = [`chaos${opts.seed}a`, `chaos${opts.seed}b`];
     const clients = Array.from({ length: opts.clients ?? 6 }, (_, i) => ({
       id: i,
+      rnd: random(streamSeed(opts.seed, `client ${i}`)),
       tenant: tenants[i % tenants.length],
       user: String(900000000 + (i % 4)),
       orders: [] as Array<{ merchantOrderNo: string; amount: string; keys: string[] }>,
@@ -193,9 +197,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
 
     async function send(
       req: (typeof clients)[number]['pending'][number],
-      instanceIndex?: number,
+      rnd: Random,
     ): Promise<RequestEvent> {
-      const index = instanceIndex ?? rnd.int(0, slots.length - 1);
+      const index = rnd.int(0, slots.length - 1);
       const slot = slots[index];
       const epoch = slot.epoch;
       const all = everyone;
@@ -218,10 +222,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       return event;
     }
 
-    const keyOf = () =>
+    const keyOf = (rnd: Random) =>
       `chaos-${opts.seed}-${seq}-${Math.floor(rnd.next() * 1e9).toString(36)}`.padEnd(20, 'x');
     let stopClients = false;
     async function clientLoop(c: (typeof clients)[number]) {
+      const { rnd } = c;
       while (!stopClients) {
         const transport: Transport = rnd.chance(0.3) ? 'trpc' : 'rest';
         const roll = rnd.next();
@@ -229,7 +234,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         if (c.orders.length === 0 || roll < 0.3) {
           const merchantOrderNo = `mo-${c.id}-${c.orders.length}`;
           const amount = `${rnd.int(1, 99)}.${rnd.pick(['00', '50', '99'])}`;
-          const key = keyOf();
+          const key = keyOf(rnd);
           c.orders.push({ merchantOrderNo, amount, keys: [] });
           req = {
             client: c.id,
@@ -244,7 +249,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         } else {
           const order = rnd.pick(c.orders);
           const reuse = order.keys.length > 0 && rnd.chance(0.5);
-          const key = reuse ? rnd.pick(order.keys) : keyOf();
+          const key = reuse ? rnd.pick(order.keys) : keyOf(rnd);
           if (!reuse) order.keys.push(key);
           // A variant: the same key with another amount (a mismatch), or a new key with it (400/40902).
           const amount = rnd.chance(0.08) ? '1234.56' : order.amount;
@@ -259,7 +264,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
             body: JSON.stringify({ merchantOrderNo: order.merchantOrderNo, amount }),
           };
         }
-        const event = await send(req);
+        const event = await send(req, rnd);
         // Some clients give up on a key answered 503 (nothing was charged) and come back later with
         // a new one: the payment must then be resumable by that new key.
         const givesUp = event.answer.kind === 'error' && event.answer.httpStatus === 503 && rnd.chance(0.3);
@@ -269,7 +274,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         if (c.pending.length > 0 && rnd.chance(0.4)) {
           const again = c.pending.shift();
           if (again) {
-            const retried = await send(again);
+            const retried = await send(again, rnd);
             if (!finalAnswer(retried.answer)) c.pending.push(again);
           }
         }
@@ -277,102 +282,111 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       }
     }
 
-    // --- faults ----------------------------------------------------------------------------------
-    const schedule: string[] = [];
-    const without = new Set(opts.without ?? []);
-    async function faultLoop() {
-      while (now() < opts.durationMs) {
-        await sleep(rnd.int(800, 2500));
-        if (now() >= opts.durationMs) break;
-        const kinds = (
-          [
-            'sigkill',
-            'sigstop',
-            'failpoint',
-            'failpoint',
-            'gateway-5xx',
-            'gateway-latency',
-            'gateway-timeout-after-charge',
-            'gateway-reset-after-charge',
-            'gateway-decline',
-            'db-connections-dropped',
-            ...(opts.restartDatabase ? (['pg-restart'] as const) : []),
-          ] as const
-        ).filter((k) => !without.has(k));
-        const kind = rnd.pick(kinds);
-        const index = rnd.int(0, slots.length - 1);
-        const hold = rnd.int(300, 2500);
-        schedule.push(
-          `${kind}${kind === 'sigkill' || kind === 'sigstop' ? ` #${index}` : ''} for ${hold} ms`,
-        );
-        const slot = slots[index];
-        if (kind === 'sigkill' && !slot.dead && !slot.stopped) {
-          slot.dead = true;
-          slot.epoch++;
-          fault('sigkill', index);
-          slot.instance.kill();
-          await slot.instance.exited;
-          await sleep(hold);
-          slot.instance = await startInstance(env);
-          slot.dead = false;
-          slot.epoch++;
-          fault('restart', index);
-        } else if (kind === 'sigstop' && !slot.dead && !slot.stopped) {
-          slot.stopped = true;
-          slot.epoch++;
-          fault('sigstop', index, `${hold} ms`);
-          process.kill(slot.instance.pid, 'SIGSTOP');
-          await sleep(hold);
-          process.kill(slot.instance.pid, 'SIGCONT');
-          slot.stopped = false;
-          slot.epoch++;
-          fault('sigcont', index);
-        } else if (kind === 'failpoint' && !slot.dead && !slot.stopped) {
-          const spec = rnd.pick(FAILPOINT_FAULTS);
-          // The instance may freeze, die or stall at any moment of the window: its requests are
-          // disturbed (not bounded) until the window ends.
-          slot.stopped = true;
-          slot.epoch++;
-          fault('failpoint', index, spec);
-          await fetch(`${slot.instance.url}/__failpoints`, { method: 'PUT', body: spec }).catch(() => {});
-          await sleep(hold);
+    // --- faults: the drawn schedule, in order ------------------------------------------------------
+    let reconcileNeeded = false;
+    const alive = (slot: Slot) =>
+      slot.instance.child.exitCode === null && slot.instance.child.signalCode === null;
+    const arm = (slot: Slot, spec: string) =>
+      fetch(`${slot.instance.url}/__failpoints`, { method: 'PUT', body: spec }).then(
+        () => {},
+        () => {},
+      );
+
+    /**
+     * A failpoint window: armed on the target (and the others, when the fault says so), with the
+     * gateway's faults of the window. Every instance armed may freeze, die or stall at any moment:
+     * its requests are disturbed (not bounded) until the window ends and it is healed.
+     */
+    async function failpointWindow(f: ScheduledFault, fp: FailpointFault, holdMs: number) {
+      const target = f.instance ?? 0;
+      const armed = slots.map((_, i) => i).filter((i) => i === target || fp.others !== undefined);
+      for (const i of armed) {
+        slots[i].stopped = true;
+        slots[i].epoch++;
+      }
+      if (fp.gateway) await gateway.client.setFaults(fp.gateway);
+      fault(f.kind === 'gateway-ignore-key' ? 'gateway-ignore-key' : 'failpoint', target, faultSettings(f));
+      await Promise.all(armed.map((i) => arm(slots[i], i === target ? fp.spec : (fp.others ?? ''))));
+      await sleep(holdMs);
+      if (fp.gateway) {
+        await gateway.client.setFaults({});
+        fault('gateway-heal');
+      }
+      await Promise.all(
+        armed.map(async (i) => {
+          const slot = slots[i];
           if (processState(slot.instance.pid) === 'T') {
             process.kill(slot.instance.pid, 'SIGCONT');
-            fault('sigcont', index, 'frozen by its failpoint');
+            fault('sigcont', i, 'frozen by its failpoint');
           }
-          if (slot.instance.child.exitCode !== null || slot.instance.child.signalCode !== null) {
-            fault('restart', index, 'killed by its failpoint');
-            slot.instance = await startInstance(env);
-          } else {
-            await fetch(`${slot.instance.url}/__failpoints`, { method: 'PUT', body: '' }).catch(() => {});
-          }
+          if (!alive(slot)) {
+            fault('restart', i, 'killed by its failpoint');
+            slot.instance = await spawn();
+          } else await arm(slot, '');
           slot.stopped = false;
           slot.epoch++;
-        } else if (kind === 'pg-restart' && opts.restartDatabase) {
-          fault('pg-restart');
-          await opts.restartDatabase();
-        } else if (kind === 'db-connections-dropped') {
-          fault(kind);
-          await admin.query(
-            'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
-          );
-        } else if (kind.startsWith('gateway-')) {
-          const faults =
-            kind === 'gateway-5xx'
-              ? { errorRate: 1 }
-              : kind === 'gateway-latency'
-                ? { latencyMs: rnd.int(100, 900) }
-                : kind === 'gateway-timeout-after-charge'
-                  ? { timeoutAfterChargeRate: 0.5 }
-                  : kind === 'gateway-reset-after-charge'
-                    ? { resetAfterChargeRate: 0.5 }
-                    : { declineRate: 0.3 };
-          fault(kind, undefined, JSON.stringify(faults));
-          await gateway.client.setFaults(faults);
-          await sleep(hold);
-          await gateway.client.setFaults({});
-          fault('gateway-heal');
+        }),
+      );
+    }
+
+    async function inject(f: ScheduledFault) {
+      const hold = f.holdMs ?? 0;
+      const slot = f.instance === undefined ? undefined : slots[f.instance];
+      if (f.kind === 'sigkill' && slot && f.instance !== undefined) {
+        slot.dead = true;
+        slot.epoch++;
+        fault('sigkill', f.instance);
+        slot.instance.kill();
+        await slot.instance.exited;
+        await sleep(hold);
+        slot.instance = await spawn();
+        slot.dead = false;
+        slot.epoch++;
+        fault('restart', f.instance);
+      } else if (f.kind === 'sigstop' && slot && f.instance !== undefined) {
+        slot.stopped = true;
+        slot.epoch++;
+        fault('sigstop', f.instance, `${hold} ms`);
+        process.kill(slot.instance.pid, 'SIGSTOP');
+        await sleep(hold);
+        process.kill(slot.instance.pid, 'SIGCONT');
+        slot.stopped = false;
+        slot.epoch++;
+        fault('sigcont', f.instance);
+      } else if ((f.kind === 'failpoint' || f.kind === 'gateway-ignore-key') && f.failpoint) {
+        if (f.kind === 'gateway-ignore-key') reconcileNeeded = true;
+        await failpointWindow(f, f.failpoint, hold);
+      } else if (f.kind === 'pg-restart') {
+        if (!opts.restartDatabase) {
+          log(`${(now() / 1000).toFixed(1)}s pg-restart skipped: the run does not own its PostgreSQL`);
+          return;
         }
+        fault('pg-restart');
+        await opts.restartDatabase();
+      } else if (f.kind === 'db-connections-dropped') {
+        fault(f.kind);
+        await admin.query(
+          'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+        );
+      } else if (f.kind === 'gateway-unreachable') {
+        fault(f.kind, undefined, `${hold} ms`);
+        await gateway.unreachable();
+        await sleep(hold);
+        await gateway.reachable();
+        fault('gateway-reachable');
+      } else if (f.gateway) {
+        fault(f.kind, undefined, JSON.stringify(f.gateway));
+        await gateway.client.setFaults(f.gateway);
+        await sleep(hold);
+        await gateway.client.setFaults({});
+        fault('gateway-heal');
+      }
+    }
+
+    async function faultLoop() {
+      for (const f of drawn) {
+        await sleep(f.gapMs);
+        await inject(f);
       }
     }
 
@@ -421,11 +435,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     for (const slot of slots)
       if (processState(slot.instance.pid) === 'T') process.kill(slot.instance.pid, 'SIGCONT');
     await sleep(LIMITS.leaseMs + 4 * LIMITS.recovererIntervalMs);
+    const finalRnd = random(streamSeed(opts.seed, 'final'));
     const deadline = Date.now() + 60000;
     for (const c of clients) {
       for (const req of c.pending) {
         while (Date.now() < deadline) {
-          const event = await send(req);
+          const event = await send(req, finalRnd);
           if (finalAnswer(event.answer) || (event.answer.kind === 'error' && event.answer.code === 40901))
             break;
           await sleep(100);
@@ -451,19 +466,29 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         user: p.user_id,
         op: 'payments.create' as Operation,
         transport: 'rest' as Transport,
-        key: keyOf(),
+        key: keyOf(finalRnd),
         merchantOrderNo: p.merchant_order_no,
         body: JSON.stringify({ merchantOrderNo: p.merchant_order_no, amount: p.amount }),
       };
       while (Date.now() < deadline) {
-        const event = await send(req);
+        const event = await send(req, finalRnd);
         if (finalAnswer(event.answer)) break;
         await sleep(100);
       }
     }
     await sleep(LIMITS.leaseMs + 4 * LIMITS.recovererIntervalMs);
 
+    // The tables as the service left them; the ledger after the repair, when one ran: reconcile may
+    // only refund a second charge, and anything else it would have had to finish shows up here.
     const final = await finalState(admin, gateway, tenants);
+    let reconcile: string | undefined;
+    if (reconcileNeeded) {
+      reconcile = summarizeReconcile(
+        await reconcileCli(opts.databaseUrl, gateway.url, ['--repair', '--json']),
+      );
+      fault('reconcile-repair', undefined, reconcile);
+      final.ledger = await gateway.ledger();
+    }
     const result = check(history, final, LIMITS);
     const requests = history.filter((e): e is RequestEvent => e.type === 'request');
     const answers: Record<string, number> = {};
@@ -478,7 +503,19 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     }
     const faults: Record<string, number> = {};
     for (const f of history) if (f.type === 'fault') faults[f.kind] = (faults[f.kind] ?? 0) + 1;
-    return { seed: opts.seed, history, final, requests: requests.length, answers, faults, result, schedule };
+    return {
+      seed: opts.seed,
+      history,
+      final,
+      requests: requests.length,
+      answers,
+      faults,
+      result,
+      schedule: drawn.map(describeFault),
+      drawn,
+      fired: firedFailpoints(started),
+      reconcile,
+    };
   } finally {
     for (const slot of slots) {
       if (slot.stopped) process.kill(slot.instance.pid, 'SIGCONT');
@@ -488,6 +525,28 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     await admin.end();
     await gateway.close();
   }
+}
+
+/** What reconcile --repair --json reported: its entries counted by kind and outcome, and its exit code. */
+function summarizeReconcile(run: CliRun): string {
+  try {
+    const report = JSON.parse(run.stdout) as { entries: Array<{ kind: string; outcome: string }> };
+    const counts: Record<string, number> = {};
+    for (const e of report.entries)
+      counts[`${e.kind} ${e.outcome}`] = (counts[`${e.kind} ${e.outcome}`] ?? 0) + 1;
+    return `exit ${run.code}, ${JSON.stringify(counts)}`;
+  } catch {
+    return `exit ${run.code}: ${run.stderr.trim().slice(0, 200)}`;
+  }
+}
+
+/** Failpoint firings of every process of the run, as core/failpoints.ts writes them to stderr. */
+function firedFailpoints(instances: Instance[]): Record<string, number> {
+  const fired: Record<string, number> = {};
+  for (const instance of instances)
+    for (const m of instance.output().matchAll(/^failpoint (\S+) fired: /gm))
+      fired[m[1]] = (fired[m[1]] ?? 0) + 1;
+  return fired;
 }
 
 /** The process state letter from /proc (T: stopped), or '?' once it is gone. */

@@ -56,7 +56,14 @@ export interface FaultEvent {
     | 'gateway-timeout-after-charge'
     | 'gateway-reset-after-charge'
     | 'gateway-decline'
+    /** A failpoint window at a gateway that ignores the Idempotency-Key (it may really charge twice). */
+    | 'gateway-ignore-key'
+    /** The gateway stops listening (connections refused), keeping its records; then listens again. */
+    | 'gateway-unreachable'
+    | 'gateway-reachable'
     | 'gateway-heal'
+    /** `npm run reconcile -- --repair` after healing (refunds of second charges), when ignore-key ran. */
+    | 'reconcile-repair'
     | 'db-connections-dropped'
     | 'pg-restart'
     | 'failpoint'

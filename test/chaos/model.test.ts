@@ -10,8 +10,9 @@ import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
  * Model-based test of the idempotency record's state machine and of one payment's, against the real
  * engine and the real database (the in-process server, its bundled gateway simulator), with faults
  * as commands: a transient error before the commit (a failpoint), a record's expiry and purge, the
- * gateway answering 5xx. fast-check runs random command sequences and, on a failure, shrinks it to
- * the shortest sequence that still fails.
+ * gateway answering 5xx, a payment's executor failing after the gateway charged (Mode B failpoints
+ * after the charge and before Tx 2) and the end of its lease. fast-check runs random command
+ * sequences and, on a failure, shrinks it to the shortest sequence that still fails.
  */
 
 type Variant = 'A' | 'B';
@@ -21,12 +22,22 @@ const ORDER_BODIES: Record<Variant, { merchantOrderNo: string; amount: string }>
 };
 const PAYMENT_BODY = { merchantOrderNo: 'mo-pay', amount: '10.00' };
 
+/** Mode B failpoints that fail an executor after the gateway charged: the payment is left PROCESSING. */
+type PaymentFault = 'payment.charge.after' | 'payment.tx2.before';
+
 interface Model {
   /** Order keys: the body first sent and the answer stored for it. */
   orderKeys: Map<number, { variant: Variant; status: number; body: unknown }>;
   ordersCreated: Set<string>;
   transientArmed: boolean;
-  payment: 'none' | 'resumable' | 'succeeded';
+  /** Armed only with the gateway up: the next Pay that executes (new, resumed) is charged, then fails. */
+  paymentArmed: PaymentFault | null;
+  /**
+   * stuck: charged at the gateway, PROCESSING under the failed executor's live lease (held by the
+   * record of key `holder`); expired: the same once that lease ended (a takeover may finish it).
+   */
+  payment: 'none' | 'resumable' | 'succeeded' | 'stuck' | 'expired';
+  holder: number | null;
   paymentBody: unknown;
   /** Payment keys whose stored answer is final (a 503 stores nothing final). */
   payKeys: Map<number, unknown>;
@@ -88,7 +99,7 @@ class CreateOrder implements fc.AsyncCommand<Model, Real> {
 }
 
 class ArmTransientError implements fc.AsyncCommand<Model, Real> {
-  check = (m: Readonly<Model>) => !m.transientArmed;
+  check = (m: Readonly<Model>) => !m.transientArmed && !m.paymentArmed;
   async run(m: Model) {
     setFailpoints('local.before-commit=throw@1');
     m.transientArmed = true;
@@ -114,7 +125,9 @@ class ExpireAndPurge implements fc.AsyncCommand<Model, Real> {
 
 class Pay implements fc.AsyncCommand<Model, Real> {
   constructor(readonly k: number) {}
-  check = () => true;
+  // The stuck payment's own key would wait IDEMPOTENCY_WAIT_MS for its live lease (then 202): left
+  // out to keep the run fast; every other key is answered at once.
+  check = (m: Readonly<Model>) => !(m.payment === 'stuck' && m.holder === this.k);
   async run(m: Model, r: Real) {
     const res = await post(r, '/api/v1/payments', r.payKeys[this.k], PAYMENT_BODY);
     const stored = m.payKeys.get(this.k);
@@ -130,9 +143,35 @@ class Pay implements fc.AsyncCommand<Model, Real> {
       m.payKeys.set(this.k, res.body);
       return;
     }
+    if (m.payment === 'stuck' || (m.payment === 'expired' && m.holder !== this.k)) {
+      // Another key while an executor owns the payment (or its lease ended and only its own key or
+      // the recoverer takes it over): 202 with Retry-After, nothing kept for this key.
+      expect(res.status, res.text).to.equal(202);
+      expect(res.headers.get('retry-after')).to.not.equal(null);
+      return;
+    }
+    if (m.payment === 'expired') {
+      // Its own key takes the ended lease over, asks the gateway first, finds the charge: final.
+      expect(res.status, res.text).to.equal(201);
+      expect(res.body.data.status).to.equal('SUCCEEDED');
+      m.payment = 'succeeded';
+      m.holder = null;
+      m.paymentBody = res.body;
+      m.payKeys.set(this.k, res.body);
+      return;
+    }
     if (m.gatewayDown) {
       expect(res.status, res.text).to.equal(503);
       m.payment = 'resumable';
+      return;
+    }
+    if (m.paymentArmed) {
+      // Charged at the gateway, then the executor failed: a transient error, the lease still held.
+      expect(res.status, res.text).to.equal(503);
+      expect(res.headers.get('retry-after')).to.not.equal(null);
+      m.paymentArmed = null;
+      m.payment = 'stuck';
+      m.holder = this.k;
       return;
     }
     // First success, or the resume of a resumable payment by this key (same or new).
@@ -145,9 +184,37 @@ class Pay implements fc.AsyncCommand<Model, Real> {
   toString = () => `Pay(k${this.k})`;
 }
 
+class ArmPaymentFault implements fc.AsyncCommand<Model, Real> {
+  constructor(readonly point: PaymentFault) {}
+  check = (m: Readonly<Model>) =>
+    !m.transientArmed &&
+    !m.paymentArmed &&
+    !m.gatewayDown &&
+    (m.payment === 'none' || m.payment === 'resumable');
+  async run(m: Model) {
+    setFailpoints(`${this.point}=throw@1`);
+    m.paymentArmed = this.point;
+  }
+  toString = () => `ArmPaymentFault(${this.point})`;
+}
+
+class ExpireLease implements fc.AsyncCommand<Model, Real> {
+  check = (m: Readonly<Model>) => m.payment === 'stuck';
+  async run(m: Model, r: Real) {
+    const { sequelize } = (await sharedServer()).services;
+    await sequelize.query(
+      `UPDATE idempotency_records SET lease_until = now() - interval '1 second'
+       WHERE scope_key LIKE $1 AND status = 'PROCESSING'`,
+      { bind: [`${r.tenant}:%:payments.create:%`] },
+    );
+    m.payment = 'expired';
+  }
+  toString = () => 'ExpireLease';
+}
+
 class GatewayOutage implements fc.AsyncCommand<Model, Real> {
   constructor(readonly down: boolean) {}
-  check = (m: Readonly<Model>) => m.gatewayDown !== this.down;
+  check = (m: Readonly<Model>) => m.gatewayDown !== this.down && !m.paymentArmed;
   async run(m: Model) {
     await (await gateway()).setFaults(this.down ? { errorRate: 1 } : {});
     m.gatewayDown = this.down;
@@ -163,17 +230,21 @@ const commands = [
   fc.integer({ min: 0, max: 2 }).map((k) => new ExpireAndPurge(k)),
   fc.integer({ min: 0, max: 2 }).map((k) => new Pay(k)),
   fc.boolean().map((down) => new GatewayOutage(down)),
+  fc
+    .constantFrom<PaymentFault>('payment.charge.after', 'payment.tx2.before')
+    .map((point) => new ArmPaymentFault(point)),
+  fc.constant(new ExpireLease()),
 ];
 
 describe('model-based (fast-check): the record and payment state machines against the real engine', function () {
   this.timeout(180000);
 
-  it('when random sequences of creates, replays, mismatches, transient errors, purges, payments and gateway outages run, then every answer is the one the model allows and the order is charged at most once', async () => {
+  it('when random sequences of creates, replays, mismatches, transient errors, purges, payments, gateway outages, executors failing after the charge and ended leases run, then every answer is the one the model allows and the order is charged at most once', async () => {
     const server = await sharedServer();
     const gw = server.services.payments.gateway;
     try {
       await fc.assert(
-        fc.asyncProperty(fc.commands(commands, { maxCommands: 20 }), async (cmds) => {
+        fc.asyncProperty(fc.commands(commands, { maxCommands: 20, size: 'max' }), async (cmds) => {
           const tenant = uniqueTenant('model');
           const auth = bearer(tenant, '890000001');
           const order = await post(
@@ -193,25 +264,36 @@ describe('model-based (fast-check): the record and payment state machines agains
             orderKeys: new Map(),
             ordersCreated: new Set(),
             transientArmed: false,
+            paymentArmed: null,
             payment: 'none',
+            holder: null,
             paymentBody: undefined,
             payKeys: new Map(),
             gatewayDown: false,
           };
           try {
             await fc.asyncModelRun(() => ({ model, real }), cmds);
+            // Whatever state the payment was left in: never two charges, and SUCCEEDED has its one.
+            const { sequelize } = server.services;
+            const [rows] = (await sequelize.query(
+              'SELECT payment_no AS "paymentNo", status FROM payments WHERE merchant_id = $1',
+              { bind: [tenant] },
+            )) as [Array<{ paymentNo: string; status: string }>, unknown];
+            const ledger = await gw.ledger();
+            for (const p of rows) {
+              const charges = ledger.charges.filter((c) => c.paymentNo === p.paymentNo);
+              expect(charges.length, `${p.paymentNo} (${p.status})`).to.be.at.most(1);
+              if (p.status === 'SUCCEEDED') expect(charges).to.have.length(1);
+            }
             const paymentNo = (model.paymentBody as { data?: { paymentNo?: string } } | undefined)?.data
               ?.paymentNo;
-            if (paymentNo) {
-              const charges = (await gw.ledger()).charges.filter((c) => c.paymentNo === paymentNo);
-              expect(charges).to.have.length(1);
-            }
+            if (paymentNo) expect(rows.map((p) => p.paymentNo)).to.deep.equal([paymentNo]);
           } finally {
             setFailpoints('');
             await gw.setFaults({});
           }
         }),
-        { numRuns: 100, seed: 20261123 },
+        { numRuns: 200, seed: 20261123 },
       );
     } finally {
       setFailpoints('');

@@ -1,7 +1,8 @@
 /**
  * `npm run chaos -- [--seed S] [--minutes M] [--seeds N]`: randomized fault schedules against 3 real
  * instances, checked against the protocol model (test/chaos/checker.ts). The same seed draws the same
- * schedule. Uses DATABASE_URL's server (a scratch database per seed, dropped after) or an embedded
+ * fault schedule (test/chaos/schedule.ts; printed as drawn before each seed runs); the clients'
+ * traffic follows the answers and the timing and is not reproduced. Uses DATABASE_URL's server (a scratch database per seed, dropped after) or an embedded
  * PostgreSQL. Exit 0: no violation; 1: a violation (the seed, the invariant and the history slice are
  * printed); 2: usage.
  */
@@ -11,9 +12,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { freePort, startEmbeddedPostgres } from '../../core/embedded-postgres.js';
+import { FAILPOINT_NAMES } from '../../core/failpoints.js';
 import { readCliArgs } from '../../server/cli-args.js';
 import { INVARIANTS } from './checker.js';
 import { type ChaosReport, runChaos } from './driver.js';
+import { describeFault, drawSchedule } from './schedule.js';
 import { scratchDatabase } from './scratch-database.js';
 
 const args = readCliArgs(
@@ -60,6 +63,7 @@ const server = process.env.DATABASE_URL ?? embedded?.url ?? '';
 const totals = {
   requests: 0,
   faults: {} as Record<string, number>,
+  fired: {} as Record<string, number>,
   checked: {} as Record<string, number>,
   violations: 0,
 };
@@ -78,6 +82,9 @@ try {
     const db = await scratchDatabase(server, `chaos_${seed}`);
     try {
       console.log(`seed ${seed}: ${perSeedMs / 1000} s of faults`);
+      if (!quiet)
+        for (const line of drawSchedule(seed, perSeedMs, { instances: 3 }).map(describeFault))
+          console.log(`  drawn: ${line}`);
       const report = await runChaos({
         seed,
         durationMs: perSeedMs,
@@ -87,11 +94,12 @@ try {
       });
       totals.requests += report.requests;
       for (const [k, n] of Object.entries(report.faults)) totals.faults[k] = (totals.faults[k] ?? 0) + n;
+      for (const [k, n] of Object.entries(report.fired)) totals.fired[k] = (totals.fired[k] ?? 0) + n;
       for (const [k, n] of Object.entries(report.result.checked))
         totals.checked[k] = (totals.checked[k] ?? 0) + n;
       totals.violations += report.result.violations.length;
       console.log(
-        `seed ${seed}: ${report.requests} requests, answers ${JSON.stringify(report.answers)}, violations ${report.result.violations.length}`,
+        `seed ${seed}: ${report.requests} requests, answers ${JSON.stringify(report.answers)}, faults ${JSON.stringify(report.faults)}, failpoints fired ${JSON.stringify(report.fired)}${report.reconcile ? `, reconcile --repair ${report.reconcile}` : ''}, violations ${report.result.violations.length}`,
       );
       if (report.result.violations.length > 0) failed = report;
     } finally {
@@ -105,6 +113,9 @@ try {
 console.log(`\n${ran} seed(s) from ${firstSeed}, ${((Date.now() - started) / 60000).toFixed(1)} min`);
 console.log(`requests: ${totals.requests}`);
 console.log(`faults injected: ${JSON.stringify(totals.faults)}`);
+console.log(`failpoints fired: ${JSON.stringify(totals.fired)}`);
+const never = FAILPOINT_NAMES.filter((name) => !totals.fired[name]);
+console.log(`failpoints that never fired: ${never.length > 0 ? never.join(', ') : 'none'}`);
 console.log('invariants checked:');
 for (const [name, text] of Object.entries(INVARIANTS))
   console.log(`  ${name} (${totals.checked[name] ?? 0}×): ${text}`);
@@ -112,7 +123,7 @@ console.log(`violations: ${totals.violations}`);
 if (failed) {
   const first = failed.result.violations[0];
   console.log(`\nFIRST VIOLATION (seed ${failed.seed}): ${first.message}`);
-  console.log(`schedule: ${failed.schedule.join('; ')}`);
+  console.log(`schedule as drawn: ${failed.schedule.join('; ')}`);
   console.log('history slice:');
   for (const e of first.slice) console.log(`  ${JSON.stringify(e)}`);
   process.exit(1);
