@@ -128,6 +128,14 @@ export interface Cluster {
   killMember(name: string): Promise<void>;
   /** Starts the member's Patroni again on its data: it rejoins as a replica (pg_rewind when needed). */
   startMember(name: string): Promise<void>;
+  /**
+   * Patroni's `nosync` tag on a member (written to its patroni.yml, then `POST /reload`): a member
+   * tagged so is never picked as the synchronous standby, so the leader moves that role to another
+   * replica. Patroni's own knob for where the synchronous copy lives; nothing is promoted by it.
+   */
+  setNoSync(name: string, on: boolean): Promise<void>;
+  /** The member's Patroni log (Patroni's and pg_rewind's messages). */
+  memberLog(name: string): string;
   /** Starts a process that `down` will stop too (a service instance, nginx, the gateway). */
   spawnRecorded(name: string, command: string, args: string[], env?: Record<string, string>): Promise<number>;
   /** Stops everything this cluster started and removes its folder. */
@@ -137,12 +145,13 @@ export interface Cluster {
 const isRoot = () => process.getuid?.() === 0;
 
 /** PostgreSQL, Patroni and PgBouncer refuse to run as root: as root, they run as `postgres`. */
-function asPostgres(command: string, args: string[]): [string, string[]] {
+export function asPostgres(command: string, args: string[]): [string, string[]] {
   if (!isRoot()) return [command, args];
   return ['setpriv', ['--reuid=postgres', '--regid=postgres', '--init-groups', '--', command, ...args]];
 }
 
-async function ownedByPostgres(target: string): Promise<void> {
+/** As root: gives a file or folder to `postgres`, which the processes above run as. */
+export async function ownedByPostgres(target: string): Promise<void> {
   if (!isRoot()) return;
   const uid = Number(readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):(\d+):/m)?.[1]);
   const gid = Number(readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):(\d+):/m)?.[2]);
@@ -348,6 +357,21 @@ function handle(dir: string, state: State, opts: ClusterOptions): Cluster {
       const pid = await spawnRecorded(`patroni-${name}`, command, args);
       log(`started ${name} (member ${i}, Patroni ${pid})`);
     },
+    async setNoSync(name, on) {
+      const i = memberIndex(name);
+      const file = path.join(dir, name, 'patroni.yml');
+      const text = await readFile(file, 'utf8');
+      if (!/^\s+nosync: (true|false)$/m.test(text)) throw new Error(`${file}: no nosync tag to set`);
+      await writeFile(file, text.replace(/^(\s+nosync:) (true|false)$/m, `$1 ${on}`));
+      const res = await fetch(`http://127.0.0.1:${ports.rest(i)}/reload`, {
+        method: 'POST',
+        signal: AbortSignal.timeout(5000),
+      });
+      await res.arrayBuffer();
+      if (!res.ok) throw new Error(`${name}: POST /reload answered ${res.status}`);
+      log(`${name}: nosync ${on}`);
+    },
+    memberLog: (name) => path.join(dir, 'logs', `patroni-${name}.log`),
     spawnRecorded,
     async down() {
       // Service side first (they would only log connection errors), then the database side.
@@ -523,6 +547,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         PORT: ports.pgbouncer,
         AUTH_FILE: authFile,
         POOL_SIZE: opts.poolSize ?? 40,
+        // A client waiting for a server connection (all busy, or no leader yet) gets an error, answered
+        // 503, after the service's wait bound (CONTRACT section 5: a busy pool is a bounded wait too).
+        QUERY_WAIT_TIMEOUT: (Math.max(100, bounds.waitMs) / 1000).toFixed(3),
         LOG_FILE: path.join(dir, 'logs', 'pgbouncer-own.log'),
         PID_FILE: path.join(dir, 'pgbouncer.pid'),
       }),
