@@ -90,19 +90,19 @@ export const FAILPOINT_FAULTS: readonly FailpointFault[] = [
   { spec: 'payment.tx2.before=drop@1' },
   // Final in the database, the client never hears: its retry replays.
   { spec: 'payment.tx2.after=sigkill@1' },
-  // The target's executors die after Tx 1. On the others every recoverer takeover stalls past the
-  // lease, so the killed requests' own retries win some takeovers (a request's takeover, rarely
-  // ahead of a 200 ms recoverer otherwise), and fail there: at once, or frozen in the middle (two
-  // executors of one payment, both alive afterwards).
+  // The target's executors die after Tx 1. On the others a recoverer that takes a payment over
+  // stalls for 5 leases (its job with it), so once both have, only the killed requests' own retries
+  // can take the payment over (a request's takeover, rarely ahead of a 200 ms recoverer otherwise),
+  // and fail there: at once, or frozen in the middle (two executors of one payment, both alive).
   {
     spec: 'payment.tx1.after-commit=sigkill@1',
-    others: `recoverer.takeover=stall(${LEASE_MS + 1000});payment.takeover=throw@1`,
-    minHoldMs: 2 * LEASE_MS + 1000,
+    others: `recoverer.takeover=stall(${5 * LEASE_MS});payment.takeover=throw@1`,
+    minHoldMs: 5 * LEASE_MS,
   },
   {
     spec: 'payment.tx1.after-commit=sigkill@1',
-    others: `recoverer.takeover=stall(${LEASE_MS + 1000});payment.takeover=sigstop@1`,
-    minHoldMs: 2 * LEASE_MS + 1000,
+    others: `recoverer.takeover=stall(${5 * LEASE_MS});payment.takeover=sigstop@1`,
+    minHoldMs: 5 * LEASE_MS,
   },
   // Payments answered 503 (gateway 5xx) are resumable; their retries resume them and die there.
   {
