@@ -140,20 +140,7 @@ async function startRelay(port: number, target: number): Promise<Running> {
     down.on('error', () => up.destroy());
     down.once('close', () => up.destroy());
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  return {
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const socket of sockets) socket.destroy();
-      }),
-  };
+  return listenOn(server, port, sockets);
 }
 
 async function startBlackHole(port: number, onCharge: () => void): Promise<Running> {
@@ -172,6 +159,11 @@ async function startBlackHole(port: number, onCharge: () => void): Promise<Runni
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
   });
+  return listenOn(server, port, sockets);
+}
+
+/** Listens on 127.0.0.1:port; close() stops listening and destroys the sockets still open. */
+async function listenOn(server: net.Server, port: number, sockets: Set<Socket>): Promise<Running> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, '127.0.0.1', () => {
