@@ -194,7 +194,7 @@ describe('API docs page (GET /docs)', () => {
       doc.paths['/api/v1/orders'].post.requestBody?.content['application/json'].schema.properties.amount;
     expect(amount?.oneOf).to.have.length(2);
     // The string form says what the service takes: positive, at most 12 + 2 digits.
-    const text = (amount?.oneOf as Array<{ type: string; pattern?: string }>).find(
+    const text = ((amount?.oneOf ?? []) as Array<{ type: string; pattern?: string }>).find(
       (o) => o.type === 'string',
     );
     const pattern = new RegExp(text?.pattern ?? '$^');
