@@ -158,6 +158,8 @@ export function retryingFetch(
     let lastError: unknown;
     // Once an attempt was answered "still processing", the call ends as such if the deadline comes.
     let processingSeen: { location: string | null } | undefined;
+    // Set when a wait was cut short by the deadline: the attempt after it is the call's last.
+    let lastAttemptMade = false;
     for (let attempt = 0; ; attempt++) {
       let res: Response | undefined;
       const left = deadline - Date.now();
@@ -193,12 +195,16 @@ export function retryingFetch(
       }
       let wait = nextDelayMs(attempt, advised, delays);
       // Never past the deadline: a wait that would run into it is cut short so that one last
-      // attempt still fits; with no room left for one, the call ends here.
+      // attempt still fits, and that attempt is the last; with no room left for one, or after the
+      // last, the call ends here.
       const room = deadline - Date.now() - Math.min(LAST_ATTEMPT_MS, attemptTimeout);
-      if (wait > room) wait = room;
-      if (wait < 0) {
+      if (lastAttemptMade || room < 0) {
         if (processingSeen) throw new StillProcessingError(key ?? '', processingSeen.location);
         throw new RetriesExhaustedError(key, lastStatus, lastError, lastCode);
+      }
+      if (wait > room) {
+        wait = room;
+        lastAttemptMade = true;
       }
       await sleep(wait, callerSignal);
     }
