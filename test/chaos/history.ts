@@ -4,6 +4,8 @@
  * and the final state; nothing in it is an assertion of one particular outcome.
  */
 
+import type { ScheduledKind } from './schedule.js';
+
 export type Transport = 'rest' | 'trpc';
 export type Operation = 'orders.create' | 'payments.create';
 
@@ -46,27 +48,16 @@ export interface RequestEvent {
 export interface FaultEvent {
   type: 'fault';
   at: number;
+  /** A fault the schedule draws (test/chaos/schedule.ts), or what follows from one. */
   kind:
-    | 'sigkill'
+    | ScheduledKind
     | 'restart'
-    | 'sigstop'
     | 'sigcont'
-    | 'gateway-5xx'
-    | 'gateway-latency'
-    | 'gateway-timeout-after-charge'
-    | 'gateway-reset-after-charge'
-    | 'gateway-decline'
-    /** A failpoint window at a gateway that ignores the Idempotency-Key (it may really charge twice). */
-    | 'gateway-ignore-key'
-    /** The gateway stops listening (connections refused), keeping its records; then listens again. */
-    | 'gateway-unreachable'
+    /** The gateway listens again after `gateway-unreachable`. */
     | 'gateway-reachable'
     | 'gateway-heal'
     /** `npm run reconcile -- --repair` after healing (refunds of second charges), when ignore-key ran. */
     | 'reconcile-repair'
-    | 'db-connections-dropped'
-    | 'pg-restart'
-    | 'failpoint'
     /** A cluster's leader machine dies (test/ha), then its milestones. */
     | 'failover'
     | 'writable'
