@@ -22,6 +22,14 @@ import {
 import type { ResponseCipher } from './response-cipher.js';
 import { openReply, sealReply } from './stored-reply.js';
 
+/**
+ * What the waits check to stop early: the client went away. An AbortSignal is one; the REST facade
+ * gives a cheaper object that looks at the response (no AbortController per request).
+ */
+export interface Cancellation {
+  readonly aborted: boolean;
+}
+
 export interface IdempotentRequest extends ClaimRequest {
   /** Canonical REST path of the resource a 202 points at, when its id is known. */
   location?: (resourceId: string) => string;
@@ -95,7 +103,7 @@ export class IdempotencyEngine {
   async runLocal(
     req: IdempotentRequest,
     work: (tx: Transaction) => Promise<LocalResult>,
-    signal?: AbortSignal,
+    signal?: Cancellation,
     prefetched?: { record: StoredRecord | undefined },
   ): Promise<Outcome> {
     // Fast path for retries: one indexed read, no transaction (or the caller's read of this scope,
@@ -134,7 +142,7 @@ export class IdempotencyEngine {
     req: IdempotentRequest,
     work: (tx: Transaction) => Promise<LocalResult>,
     waitMs: number,
-    signal?: AbortSignal,
+    signal?: Cancellation,
   ): Promise<Outcome | undefined> {
     // Before any connection is taken: a fault here leaves nothing to roll back.
     await failpoint('local.before-claim');
@@ -215,7 +223,11 @@ export class IdempotencyEngine {
   }
 
   /** Same scope seen again: compare fingerprints, then replay, or wait for the one in flight. */
-  async answerDuplicate(req: IdempotentRequest, found: StoredRecord, signal?: AbortSignal): Promise<Outcome> {
+  async answerDuplicate(
+    req: IdempotentRequest,
+    found: StoredRecord,
+    signal?: Cancellation,
+  ): Promise<Outcome> {
     if (!sameRequest(req, found)) {
       const error = new Conflict('key_reused', 'Idempotency-Key was already used with a different request', {
         mismatch: mismatchOf(req, found),
@@ -284,7 +296,7 @@ export class IdempotencyEngine {
   private async pollForRecord(
     scopeKey: string,
     deadline: number,
-    signal?: AbortSignal,
+    signal?: Cancellation,
   ): Promise<StoredRecord | undefined> {
     while (Date.now() < deadline && !signal?.aborted) {
       await sleep(Math.min(POLL_MS, Math.max(1, deadline - Date.now())));

@@ -1,7 +1,7 @@
 import { ServiceUnavailable } from '../core/errors.js';
 import { failpoint } from '../core/failpoints.js';
 import type { Identity } from '../core/identity.js';
-import { type IdempotentRequest, sameRequest } from '../idempotency/engine.js';
+import { type Cancellation, type IdempotentRequest, sameRequest } from '../idempotency/engine.js';
 import type { Lease } from '../idempotency/lease.js';
 import type { Outcome, Reply } from '../idempotency/outcome.js';
 import type { StoredRecord } from '../idempotency/record-store.js';
@@ -29,7 +29,7 @@ export async function createPayment(
   request: IdempotentRequest,
   input: CreatePaymentInput,
   failureReply: FailureReply,
-  signal?: AbortSignal,
+  signal?: Cancellation,
 ): Promise<Outcome> {
   // A stored answer that cannot be read is rebuilt from the payment row (CONTRACT section 5).
   const req: IdempotentRequest = { ...request, rebuild: rebuildAnswer };
@@ -80,7 +80,7 @@ async function continueAttempt(
   deps: PaymentDeps,
   req: IdempotentRequest,
   record: StoredRecord,
-  signal?: AbortSignal,
+  signal?: Cancellation,
 ): Promise<Outcome | undefined> {
   const { resourceId } = record;
   if (!sameRequest(req, record) || !resourceId) return deps.engine.answerDuplicate(req, record, signal);
@@ -113,7 +113,7 @@ async function answer(
   lease: Lease,
   payment: Payment,
   settlement: Settlement,
-  signal?: AbortSignal,
+  signal?: Cancellation,
 ): Promise<Outcome> {
   switch (settlement.kind) {
     case 'final':
@@ -139,7 +139,7 @@ async function answerFromRecord(
   deps: PaymentDeps,
   req: IdempotentRequest,
   payment: Payment,
-  signal?: AbortSignal,
+  signal?: Cancellation,
 ): Promise<Outcome> {
   const current = await deps.engine.current(req.scopeKey);
   return current ? deps.engine.answerDuplicate(req, current, signal) : deps.engine.inFlight(req, payment.id);

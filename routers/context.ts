@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Sequelize } from 'sequelize';
 import type { Config } from '../core/config.js';
-import type { IdempotencyEngine } from '../idempotency/engine.js';
+import type { Cancellation, IdempotencyEngine } from '../idempotency/engine.js';
 import type { OutcomeKind } from '../idempotency/outcome.js';
 import type { PaymentDeps } from '../payments/payment-deps.js';
 import type { Identity } from './auth/jwt.js';
@@ -22,7 +22,7 @@ export interface Context {
   headers: IncomingHttpHeaders;
   requestId: string;
   /** Aborted when the client goes away: stops the engine's waits, never undoes work. */
-  signal?: AbortSignal;
+  signal?: Cancellation;
   /** The HTTP request this call answers (absent for createCaller): what the answer edge keys on. */
   request?: IncomingMessage;
 }
@@ -34,7 +34,7 @@ export function createContextValue(
   services: Services,
   headers: IncomingHttpHeaders,
   requestId: string,
-  http?: { request: IncomingMessage; signal?: AbortSignal },
+  http?: { request: IncomingMessage; signal?: Cancellation },
 ): Context {
   return { services, headers, requestId, signal: http?.signal, request: http?.request };
 }

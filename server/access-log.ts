@@ -1,7 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Response } from 'express';
 import type { Logger } from 'pino';
-import { pinoHttp } from 'pino-http';
 import { deliveredFor } from '../routers/answer.js';
 import type { Metrics } from './metrics.js';
 
@@ -19,33 +18,40 @@ function idempotencyOutcome(req: IncomingMessage): string | undefined {
 }
 
 /**
- * One JSON line per request: request id, route, status, duration, idempotency outcome. Headers are
- * not logged at all (Authorization and cookies would be secrets); bodies never are.
+ * One JSON line per request, written when its answer is finished (or the client went away):
+ * request id, method and path (no query string), route template, status, time, idempotency outcome.
+ * Headers are not logged at all (Authorization and cookies would be secrets); bodies never are.
+ * The line has the fields pino-http wrote (reqId, req, res, responseTime), built directly: pino-http
+ * made two child loggers per request, about 3% of the service's CPU even with info lines off.
  */
 export function accessLog(logger: Logger) {
-  return pinoHttp({
-    logger,
-    genReqId: (_req, res) => String((res as Response).locals?.requestId ?? ''),
-    serializers: {
-      req: (req: { method: string; url: string }) => ({ method: req.method, url: req.url.split('?')[0] }),
-      res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
-    },
-    // Added once the answer is known (customProps would also run at the start, duplicating keys).
-    customSuccessObject: (req, res, val: object) => ({
-      ...val,
-      route: routeOf(res),
-      idempotency: idempotencyOutcome(req),
-    }),
-    customErrorObject: (req, res, _err, val: object) => ({
-      ...val,
-      route: routeOf(res),
-      idempotency: idempotencyOutcome(req),
-    }),
-    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
-    customSuccessMessage: (req, res) => `${req.method} ${routeOf(res)} ${res.statusCode}`,
-    customErrorMessage: (req, res) => `${req.method} ${routeOf(res)} ${res.statusCode}`,
-    quietReqLogger: true,
-  });
+  return (req: IncomingMessage, res: ServerResponse, next: () => void) => {
+    // Neither level on (LOG_LEVEL=warn or above): nothing to write, nothing to watch.
+    if (!logger.isLevelEnabled('info') && !logger.isLevelEnabled('error')) return next();
+    const started = Date.now();
+    let logged = false;
+    const done = () => {
+      if (logged) return;
+      logged = true;
+      const level = res.statusCode >= 500 ? 'error' : 'info';
+      if (!logger.isLevelEnabled(level)) return;
+      const route = routeOf(res);
+      logger[level](
+        {
+          reqId: String((res as Response).locals?.requestId ?? ''),
+          req: { method: req.method, url: (req.url ?? '').split('?')[0] },
+          res: { statusCode: res.statusCode },
+          responseTime: Date.now() - started,
+          route,
+          idempotency: idempotencyOutcome(req),
+        },
+        `${req.method} ${route} ${res.statusCode}${res.writableFinished ? '' : ' (client went away)'}`,
+      );
+    };
+    res.once('finish', done);
+    res.once('close', done);
+    next();
+  };
 }
 
 /** Observes the duration histogram when the response is finished. */

@@ -16,7 +16,7 @@ interface AccessLine {
   idempotency?: unknown;
 }
 
-/** The access-log lines (pino-http: one per answer, with responseTime) of one request id. */
+/** The access-log lines (one per answer, with responseTime) of one request id. */
 function accessLines(output: string, requestId: string): AccessLine[] {
   return output
     .split('\n')
