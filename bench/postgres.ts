@@ -85,6 +85,8 @@ async function embedded(log: (line: string) => void, tcp: boolean): Promise<Benc
       '-c',
       'pg_stat_statements.track_utility=on',
       '-c',
+      'pg_stat_statements.track_planning=on',
+      '-c',
       'max_wal_size=8GB',
       '-c',
       'max_connections=200',

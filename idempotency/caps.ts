@@ -46,51 +46,35 @@ export interface ClaimValues {
 
 export type ClaimResult = { claimed: true; slot: number } | { claimed: false; cap: Cap | null };
 
-/** Exact count of the user's unexpired records, stopping at the cap (the slow path, near the cap). */
-const exactRetained = (user: string, max: string) =>
-  `(SELECT count(*) FROM (SELECT 1 FROM idempotency_records WHERE user_scope = ${user} AND expires_at > now()
-        LIMIT ${max}) r)`;
-
 /**
  * The claim as one statement (values as escaped literals, for the caller's multi-statement round
- * trip): a free slot, room under the retained cap, the record's insert (ON CONFLICT DO NOTHING: one
- * of any number of concurrent requests inserts), and the slot's counter and holder.
+ * trip): a call of `idem_claim`, which the migration 20261124000001-hot-path-functions.cjs defines
+ * (PL/pgSQL, so its plan is kept per connection instead of planned on every request). In order, as
+ * one statement: a transaction-scoped advisory lock on the key's hash, so duplicates of one key
+ * claim one at a time (without it, duplicates waiting on the first one's uncommitted record each held
+ * an in-flight slot while they waited, and the next duplicate, finding every slot taken and no record
+ * visible yet, was refused 429 although it carried the same key: 60 identical creates through nginx
+ * saw three; a waiting duplicate now holds nothing, and the wait is bounded by the caller's
+ * lock_timeout; a hash collision only serialises two claims); a free slot (the condition of SLOT_IS_FREE above, FOR
+ * UPDATE SKIP LOCKED); room under the retained cap (the slot counters' sum; the exact count of
+ * unexpired records, bounded by LIMIT, only at or above the cap); the record's insert (ON CONFLICT
+ * DO NOTHING: one of any number of concurrent requests inserts); the slot's counter, and its holder
+ * for a leased (Mode B) record.
  */
 export function claimStatement(lit: (value: string) => string, v: ClaimValues): string {
-  const user = lit(v.userScope);
-  const key = lit(v.scopeKey);
-  const cap = String(Math.floor(v.maxInFlight));
-  const maxRetained = String(Math.floor(v.maxRetained));
-  const leaseColumns = v.lease ? ', owner_token, lease_until' : '';
-  const leaseValues = v.lease
-    ? `, ${lit(v.lease.owner)}, now() + make_interval(secs => ${Number(v.lease.seconds)})`
-    : '';
-  return `WITH free AS (
-  SELECT s.slot FROM idempotency_slots s
-  WHERE s.user_scope = ${user} AND s.slot <= ${cap}
-    AND ${SLOT_IS_FREE}
-  ORDER BY s.slot LIMIT 1 FOR UPDATE SKIP LOCKED),
-total AS (
-  SELECT COALESCE(sum(retained), 0)::int AS n, (count(*) FILTER (WHERE slot <= ${cap}))::int AS slots
-  FROM idempotency_slots WHERE user_scope = ${user}),
-room AS (
-  SELECT CASE WHEN total.n < ${maxRetained} THEN true ELSE ${exactRetained(user, maxRetained)} < ${maxRetained} END AS ok
-  FROM total),
-ins AS (
-  INSERT INTO idempotency_records (scope_key, request_hash, status, user_scope, operation, expires_at, slot,
-                                   field_hashes${leaseColumns})
-  SELECT ${key}, ${lit(v.requestHash)}, 'PROCESSING', ${user}, ${lit(v.operation)},
-         now() + make_interval(secs => ${Number(v.ttlSeconds)}), free.slot,
-         ${v.fieldHashes ? lit(JSON.stringify(v.fieldHashes)) : 'NULL'}${leaseValues}
-  FROM free, room WHERE room.ok
-  ON CONFLICT (scope_key) DO NOTHING
-  RETURNING slot),
-bump AS (
-  UPDATE idempotency_slots s SET retained = s.retained + 1${v.lease ? `, holder = ${key}` : ''}
-  FROM ins WHERE s.user_scope = ${user} AND s.slot = ins.slot
-  RETURNING 1)
-SELECT (SELECT slot FROM ins) AS claimed, (SELECT slot FROM free) AS free, (SELECT slots FROM total) AS slots,
-       (SELECT ok FROM room) AS room, (SELECT count(*) FROM bump) AS bumped;`;
+  const args = [
+    lit(v.scopeKey),
+    lit(v.requestHash),
+    lit(v.userScope),
+    lit(v.operation),
+    String(Number(v.ttlSeconds)),
+    String(Math.floor(v.maxInFlight)),
+    String(Math.floor(v.maxRetained)),
+    v.fieldHashes ? lit(JSON.stringify(v.fieldHashes)) : 'NULL',
+    v.lease ? lit(v.lease.owner) : 'NULL',
+    v.lease ? String(Number(v.lease.seconds)) : 'NULL',
+  ];
+  return `SELECT * FROM idem_claim(${args.join(', ')});`;
 }
 
 interface ClaimRow {
@@ -99,21 +83,6 @@ interface ClaimRow {
   slots: number;
   room: boolean | null;
 }
-
-/** The advisory-lock namespace of claims (two-int4 keys: apart from the migrations' bigint lock). */
-const CLAIM_LOCK_SPACE = 7648;
-
-/**
- * Duplicates of one key claim one at a time: a transaction-scoped advisory lock on the key's hash,
- * taken before a slot. Without it, duplicates waiting on the first one's uncommitted record each
- * held an in-flight slot while they waited, and the next duplicate, finding every slot taken and
- * no record visible yet, was refused 429 although it carried the same key (60 identical creates
- * through nginx saw three). A waiting duplicate now holds nothing; the wait is bounded by the
- * caller's lock_timeout like the record's own (Mode A: expiry answers 202). A hash collision only
- * serialises two claims.
- */
-const keyLock = (lit: (value: string) => string, scopeKey: string) =>
-  `SELECT pg_advisory_xact_lock(${CLAIM_LOCK_SPACE}, hashtext(${lit(scopeKey)}));`;
 
 /**
  * Runs a claim (with `before`/`after` statements in the same round trip, e.g. SET LOCAL and a
@@ -127,7 +96,7 @@ export async function runClaim(
   wrap: { first?: string; before?: string; after?: string } = {},
 ): Promise<ClaimResult> {
   const lit = (x: string) => sequelize.escape(x);
-  const sql = `${wrap.before ?? ''}\n${keyLock(lit, values.scopeKey)}\n${claimStatement(lit, values)}\n${wrap.after ?? ''}`;
+  const sql = `${wrap.before ?? ''}\n${claimStatement(lit, values)}\n${wrap.after ?? ''}`;
   for (let attempt = 0; ; attempt++) {
     // `first` (e.g. the BEGIN of a folded transaction) goes with the first attempt only.
     const text = attempt === 0 && wrap.first ? `${wrap.first}\n${sql}` : sql;

@@ -13,7 +13,12 @@ export interface Counted {
   /** Server-side (pg_stat_statements): statements executed per request. */
   statements?: number;
   texts: Array<{ perRequest: number; sql: string }>;
-  serverStatements?: Array<{ perRequest: number; sql: string }>;
+  serverStatements?: Array<{
+    perRequest: number;
+    msPerRequest: number;
+    planMsPerRequest: number;
+    sql: string;
+  }>;
 }
 
 export interface Captures {
@@ -71,8 +76,8 @@ export async function roundTrips(ctx: BenchRun): Promise<Captures> {
         .map(([s, c]) => ({ perRequest: c / requests.length, sql: s })),
     };
     if (db.statements) {
-      const st = await sql.query<{ query: string; calls: string }>(
-        `SELECT query, calls FROM pg_stat_statements
+      const st = await sql.query<{ query: string; calls: string; ms: number; plan: number }>(
+        `SELECT query, calls, total_exec_time AS ms, total_plan_time AS plan FROM pg_stat_statements
          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
            AND query NOT ILIKE '%pg_stat_statements%' ORDER BY calls DESC`,
       );
@@ -80,6 +85,9 @@ export async function roundTrips(ctx: BenchRun): Promise<Captures> {
         .filter((r) => Number(r.calls) >= requests.length / 2)
         .map((r) => ({
           perRequest: Number(r.calls) / requests.length,
+          // Execution time in the server per request (sequential requests: no lock waits).
+          msPerRequest: Number((r.ms / requests.length).toFixed(4)),
+          planMsPerRequest: Number((r.plan / requests.length).toFixed(4)),
           sql: r.query.replace(/\s+/g, ' ').slice(0, 140),
         }));
       result.serverStatements = per;

@@ -1,5 +1,5 @@
 import { QueryTypes, type Sequelize } from 'sequelize';
-import { READ_RECORD_SQL, type StoredRecord } from '../../idempotency/record-store.js';
+import type { StoredRecord } from '../../idempotency/record-store.js';
 import type { User } from '../../models/user.js';
 import type { Identity } from './jwt.js';
 
@@ -19,28 +19,22 @@ type Joined = { userStatus: User['status'] | null; userRole: User['role'] | null
 /**
  * The auth lookup of every authenticated request; with an idempotency scope, the key's record in the
  * same round trip (the engine's read-first fast path: a replay is then answered from this one read).
+ * One call of `idem_auth_read` (migration 20261124000001-hot-path-functions.cjs: PL/pgSQL, so its
+ * plan is kept per connection; the same join sent as text was planned on every request, five times
+ * the cost of running it). Its record columns are those of READ_RECORD_SQL.
  */
 export async function readUser(
   sequelize: Sequelize,
   identity: Identity,
   scopeKey?: string,
 ): Promise<{ row: UserRow; prefetched?: Prefetched }> {
-  if (!scopeKey) {
-    const [row] = await sequelize.query<NonNullable<UserRow>>(
-      'SELECT status, role FROM users WHERE id = $1 AND tenant_id = $2',
-      { bind: [identity.userId, identity.tenantId], type: QueryTypes.SELECT },
-    );
-    return { row };
-  }
-  const [joined] = await sequelize.query<Joined>(
-    `SELECT u.status AS "userStatus", u.role AS "userRole", r.*
-     FROM (SELECT 1) AS one
-     LEFT JOIN users u ON u.id = $2 AND u.tenant_id = $3
-     LEFT JOIN LATERAL (${READ_RECORD_SQL}) r ON true`,
-    { bind: [scopeKey, identity.userId, identity.tenantId], type: QueryTypes.SELECT },
-  );
+  const [joined] = await sequelize.query<Joined>('SELECT * FROM idem_auth_read($1, $2, $3)', {
+    bind: [identity.userId, identity.tenantId, scopeKey ?? null],
+    type: QueryTypes.SELECT,
+  });
   const { userStatus, userRole, ...record } = joined;
   const row = userStatus && userRole ? { status: userStatus, role: userRole } : undefined;
+  if (!scopeKey) return { row };
   const found = record.requestHash === null ? undefined : storedRecord(record);
   return { row, prefetched: { scopeKey, record: found } };
 }

@@ -101,7 +101,7 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
       res = { status: r.status, text: r.text };
     });
     expect(res.status, res.text).to.equal(201);
-    const claim = texts.findIndex((t) => /^BEGIN; SELECT pg_advisory_xact_lock/.test(t));
+    const claim = texts.findIndex((t) => /^BEGIN; SELECT \* FROM idem_claim\(/.test(t));
     const link = texts.findIndex((t) =>
       /^INSERT INTO payments .*; UPDATE idempotency_records SET resource_id = '[^']+' WHERE .*; COMMIT;$/.test(
         t,
