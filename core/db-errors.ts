@@ -68,10 +68,23 @@ export function isDatabaseBusy(err: unknown): boolean {
  * concurrent requests could both read "nothing there"). Maps the index name to unique_taken.
  */
 export function rethrowUnique(err: unknown, fields: Record<string, string>): never {
-  if (err instanceof UniqueConstraintError) {
-    const constraint = String((err.parent as { constraint?: string } | undefined)?.constraint ?? '');
-    if (Object.hasOwn(fields, constraint))
-      throw new Conflict('unique_taken', `${fields[constraint]}: already taken`);
-  }
+  const constraint = uniqueViolation(err);
+  if (constraint !== undefined && Object.hasOwn(fields, constraint))
+    throw new Conflict('unique_taken', `${fields[constraint]}: already taken`);
   throw err;
+}
+
+const PG_UNIQUE_VIOLATION = '23505';
+
+/**
+ * The unique constraint a write violated ('' when the error does not name it), or undefined for any
+ * other error: Sequelize's UniqueConstraintError, or the driver's own error (core/sql.ts statements).
+ */
+export function uniqueViolation(err: unknown): string | undefined {
+  if (err instanceof UniqueConstraintError) {
+    return String((err.parent as { constraint?: string } | undefined)?.constraint ?? '');
+  }
+  const e = err as { code?: unknown; constraint?: unknown } | null;
+  if (e?.code === PG_UNIQUE_VIOLATION) return typeof e.constraint === 'string' ? e.constraint : '';
+  return undefined;
 }

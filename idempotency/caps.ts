@@ -1,4 +1,5 @@
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
+import { sqlRows } from '../core/sql.js';
 
 /**
  * The per-user caps of CONTRACT section 5, strict and O(1) in the number of keys a user holds.
@@ -100,7 +101,7 @@ export async function runClaim(
   for (let attempt = 0; ; attempt++) {
     // `first` (e.g. the BEGIN of a folded transaction) goes with the first attempt only.
     const text = attempt === 0 && wrap.first ? `${wrap.first}\n${sql}` : sql;
-    const rows = await sequelize.query<ClaimRow>(text, { transaction: t, type: QueryTypes.SELECT });
+    const rows = await sqlRows<ClaimRow>(sequelize, text, undefined, t);
     const row = rows.find((r) => r && 'claimed' in r);
     if (!row) throw new Error('claim statement returned no row');
     if (row.claimed !== null) return { claimed: true, slot: Number(row.claimed) };

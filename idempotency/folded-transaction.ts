@@ -1,5 +1,6 @@
 import { type Sequelize, Transaction } from 'sequelize';
 import type { Ending } from '../core/database.js';
+import { sqlRows } from '../core/sql.js';
 
 /**
  * A Mode A transaction whose edges travel with the engine's own statements. Sequelize sends START
@@ -40,7 +41,7 @@ export class FoldedTransaction extends Transaction {
    */
   async commitWith(sql: string): Promise<void> {
     if (this.finished) throw new Error(`Transaction cannot be committed: already ${this.finished}`);
-    await this.sequelize.query(`${sql}\nCOMMIT;`, { transaction: this });
+    await sqlRows(this.sequelize, `${sql}\nCOMMIT;`, undefined, this);
     this.finished = 'commit';
     this.cleanup();
   }

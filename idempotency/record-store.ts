@@ -1,4 +1,5 @@
-import { QueryTypes, type Sequelize } from 'sequelize';
+import type { Sequelize } from 'sequelize';
+import { sqlRows } from '../core/sql.js';
 import type { RecordStatus } from '../models/idempotency-record.js';
 import { type ClaimResult, deleteRecords, runClaim } from './caps.js';
 import type { FoldedTransaction } from './folded-transaction.js';
@@ -106,10 +107,7 @@ export const READ_RECORD_SQL = `SELECT request_hash AS "requestHash", status, re
  FROM idempotency_records WHERE scope_key = $1`;
 
 export async function readRecord(sequelize: Sequelize, scopeKey: string): Promise<StoredRecord | undefined> {
-  const rows = await sequelize.query<StoredRecord>(READ_RECORD_SQL, {
-    bind: [scopeKey],
-    type: QueryTypes.SELECT,
-  });
+  const rows = await sqlRows<StoredRecord>(sequelize, READ_RECORD_SQL, [scopeKey]);
   return rows[0];
 }
 

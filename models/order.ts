@@ -4,10 +4,10 @@ import {
   type InferAttributes,
   type InferCreationAttributes,
   Model,
-  QueryTypes,
   type Sequelize,
   type Transaction,
 } from 'sequelize';
+import { sqlRows } from '../core/sql.js';
 
 export type OrderStatus = 'CREATED' | 'PAID';
 
@@ -44,26 +44,24 @@ export class Order extends Model<InferAttributes<Order>, InferCreationAttributes
 
   /**
    * One `INSERT ... RETURNING` of the answer's columns: the hot path of a create (see
-   * `User.insertRow`). A taken merchantOrderNo throws Sequelize's UniqueConstraintError.
+   * `User.insertRow`). A taken merchantOrderNo throws the driver's unique violation.
    */
   static async insertRow(values: NewOrder, transaction?: Transaction): Promise<OrderRow> {
-    const rows = await Order.sequelize!.query<OrderRow>(
+    const rows = await sqlRows<OrderRow>(
+      Order.sequelize!,
       `INSERT INTO orders (tenant_id, user_id, merchant_order_no, amount, currency, description)
        VALUES ($1, $2, $3, $4, $5, $6)
        RETURNING id, merchant_order_no AS "merchantOrderNo", user_id AS "userId", amount, currency,
                  description, status, created_at AS "createdAt", updated_at AS "updatedAt"`,
-      {
-        bind: [
-          values.tenantId,
-          values.userId,
-          values.merchantOrderNo,
-          values.amount,
-          values.currency,
-          values.description,
-        ],
-        type: QueryTypes.SELECT,
-        transaction,
-      },
+      [
+        values.tenantId,
+        values.userId,
+        values.merchantOrderNo,
+        values.amount,
+        values.currency,
+        values.description,
+      ],
+      transaction,
     );
     const row = rows[0];
     if (!row) throw new Error('INSERT INTO orders returned no row');

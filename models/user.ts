@@ -4,11 +4,11 @@ import {
   type InferAttributes,
   type InferCreationAttributes,
   Model,
-  QueryTypes,
   type Sequelize,
   type Transaction,
 } from 'sequelize';
 import type { Role } from '../core/identity.js';
+import { sqlRows } from '../core/sql.js';
 
 export type { Role };
 export type UserStatus = 'ACTIVE' | 'DISABLED';
@@ -45,28 +45,26 @@ export class User extends Model<InferAttributes<User>, InferCreationAttributes<U
    * One `INSERT ... RETURNING` of the answer's columns: the hot path of a create. Same table, same
    * constraints and defaults (timestamps from the database) as `User.create`, without building and
    * validating a model instance (Sequelize's own cost per row; docs/BENCHMARKS.md). A duplicate
-   * username or email throws Sequelize's UniqueConstraintError as `create` does.
+   * username or email throws the driver's unique violation (23505, naming the constraint).
    */
   static async insertRow(values: NewUser, transaction?: Transaction): Promise<UserRow> {
-    const rows = await User.sequelize!.query<UserRow>(
+    const rows = await sqlRows<UserRow>(
+      User.sequelize!,
       `INSERT INTO users (tenant_id, name, age, username, email, password_hash, password_salt, role, status)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
        RETURNING id, name, age, username, email, role, status, created_at AS "createdAt", updated_at AS "updatedAt"`,
-      {
-        bind: [
-          values.tenantId,
-          values.name,
-          values.age,
-          values.username,
-          values.email,
-          values.passwordHash,
-          values.passwordSalt,
-          values.role,
-          values.status,
-        ],
-        type: QueryTypes.SELECT,
-        transaction,
-      },
+      [
+        values.tenantId,
+        values.name,
+        values.age,
+        values.username,
+        values.email,
+        values.passwordHash,
+        values.passwordSalt,
+        values.role,
+        values.status,
+      ],
+      transaction,
     );
     const row = rows[0];
     if (!row) throw new Error('INSERT INTO users returned no row');

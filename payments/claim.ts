@@ -1,5 +1,4 @@
-import { UniqueConstraintError } from 'sequelize';
-import { isLockNotAvailable } from '../core/db-errors.js';
+import { isLockNotAvailable, uniqueViolation } from '../core/db-errors.js';
 import type { DomainError } from '../core/errors.js';
 import { failpoint } from '../core/failpoints.js';
 import type { Identity } from '../core/identity.js';
@@ -104,7 +103,7 @@ export async function claimPayment(
     });
   } catch (err) {
     // Lost the race on (merchant_id, merchant_order_no): evaluate again against the winner's payment.
-    if (err instanceof UniqueConstraintError) return { kind: 'again' };
+    if (uniqueViolation(err) !== undefined) return { kind: 'again' };
     throw err;
   }
   if (claim) return claim;

@@ -1,5 +1,5 @@
-import { QueryTypes } from 'sequelize';
 import { failpoint } from '../core/failpoints.js';
+import { sqlRows } from '../core/sql.js';
 import type { Charge } from '../gateway/types.js';
 import type { Lease } from '../idempotency/lease.js';
 import type { Reply } from '../idempotency/outcome.js';
@@ -38,7 +38,8 @@ export async function finalisePayment(
   );
   const reply = paymentReply(payment);
   const record = deps.engine.leases.finishParts(lease, 'SUCCEEDED', reply);
-  const rows = await deps.sequelize.query<{ n: string }>(
+  const rows = await sqlRows<{ n: string }>(
+    deps.sequelize,
     `WITH ${record.ctes},
      paid AS (UPDATE payments SET status = $6, failure_reason = $7, charge_id = $8, resumable_since = NULL,
                      updated_at = $9
@@ -46,19 +47,16 @@ export async function finalisePayment(
      ordered AS (UPDATE orders SET status = 'PAID', updated_at = $9
                  WHERE id = $11 AND $12 AND EXISTS (SELECT 1 FROM done) RETURNING 1)
      ${record.select}`,
-    {
-      bind: [
-        ...record.bind,
-        payment.status,
-        payment.failureReason,
-        payment.chargeId,
-        payment.updatedAt,
-        payment.id,
-        payment.orderId,
-        succeeded,
-      ],
-      type: QueryTypes.SELECT,
-    },
+    [
+      ...record.bind,
+      payment.status,
+      payment.failureReason,
+      payment.chargeId,
+      payment.updatedAt,
+      payment.id,
+      payment.orderId,
+      succeeded,
+    ],
   );
   const finalised: Finalised = Number(rows[0]?.n) === 1 ? { kind: 'final', reply } : { kind: 'fenced' };
   await failpoint('payment.tx2.after');

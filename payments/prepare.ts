@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { type InferAttributes, QueryTypes, type Transaction } from 'sequelize';
+import type { InferAttributes, Transaction } from 'sequelize';
 import { Conflict, type DomainError, Forbidden, NotFound, ValidationError } from '../core/errors.js';
 import type { Identity } from '../core/identity.js';
+import { sqlRows } from '../core/sql.js';
 import { Payment } from '../models/payment.js';
 import type { CreatePaymentInput } from './payment.schema.js';
 
@@ -43,11 +44,12 @@ export async function preparePayment(
   auth: Identity,
   input: CreatePaymentInput,
 ): Promise<Preparation> {
-  const [row] = await Payment.sequelize!.query<LookupRow>(LOOKUP_SQL, {
-    bind: [auth.tenantId, input.merchantOrderNo],
-    type: QueryTypes.SELECT,
-    transaction: t,
-  });
+  const [row] = await sqlRows<LookupRow>(
+    Payment.sequelize!,
+    LOOKUP_SQL,
+    [auth.tenantId, input.merchantOrderNo],
+    t,
+  );
   if (!row) return { kind: 'refused', error: new NotFound('No order with this merchantOrderNo') };
   if (auth.role !== 'admin' && String(row.orderUserId) !== auth.userId) {
     return { kind: 'refused', error: new Forbidden('Not your order') };

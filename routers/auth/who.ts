@@ -1,4 +1,5 @@
-import { QueryTypes, type Sequelize } from 'sequelize';
+import type { Sequelize } from 'sequelize';
+import { sqlRows } from '../../core/sql.js';
 import type { StoredRecord } from '../../idempotency/record-store.js';
 import type { User } from '../../models/user.js';
 import type { Identity } from './jwt.js';
@@ -28,10 +29,11 @@ export async function readUser(
   identity: Identity,
   scopeKey?: string,
 ): Promise<{ row: UserRow; prefetched?: Prefetched }> {
-  const [joined] = await sequelize.query<Joined>('SELECT * FROM idem_auth_read($1, $2, $3)', {
-    bind: [identity.userId, identity.tenantId, scopeKey ?? null],
-    type: QueryTypes.SELECT,
-  });
+  const [joined] = await sqlRows<Joined>(sequelize, 'SELECT * FROM idem_auth_read($1, $2, $3)', [
+    identity.userId,
+    identity.tenantId,
+    scopeKey ?? null,
+  ]);
   const { userStatus, userRole, ...record } = joined;
   const row = userStatus && userRole ? { status: userStatus, role: userRole } : undefined;
   if (!scopeKey) return { row };

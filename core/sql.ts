@@ -1,0 +1,74 @@
+import type { ClientBase, QueryResult, QueryResultRow } from 'pg';
+import type { Sequelize, Transaction } from 'sequelize';
+
+/**
+ * A statement of the hot path, sent on Sequelize's pooled `pg` client directly: the same pool, the
+ * same connections and transactions, without Sequelize's per-query work around it (option merging,
+ * a retry wrapper, bind-parameter rewriting, hooks, result shaping with lodash): about a tenth of the
+ * service's CPU on a create (docs/BENCHMARKS.md). Sequelize stays for models, migrations and
+ * transactions; only statements the code writes as SQL anyway go this way.
+ *
+ * Errors are the driver's own (a `DatabaseError` with the SQLSTATE `code`), not Sequelize's wrappers:
+ * core/db-errors.ts reads both. `values` are `$n` parameters; without values the text may hold
+ * several statements (a simple query), and the rows of all of them are returned in order.
+ */
+export async function sqlRows<R extends QueryResultRow>(
+  sequelize: Sequelize,
+  text: string,
+  values?: readonly unknown[],
+  transaction?: Transaction,
+): Promise<R[]> {
+  const results = await sqlQuery<R>(sequelize, text, values, transaction);
+  return results.length === 1 ? results[0].rows : results.flatMap((r) => r.rows);
+}
+
+/** As sqlRows, with the rows affected (summed over the statements of a simple query). */
+export async function sqlCount(
+  sequelize: Sequelize,
+  text: string,
+  values?: readonly unknown[],
+  transaction?: Transaction,
+): Promise<number> {
+  const results = await sqlQuery(sequelize, text, values, transaction);
+  return results.reduce((n, r) => n + (r.rowCount ?? 0), 0);
+}
+
+async function sqlQuery<R extends QueryResultRow>(
+  sequelize: Sequelize,
+  text: string,
+  values: readonly unknown[] | undefined,
+  transaction: Transaction | undefined,
+): Promise<Array<QueryResult<R>>> {
+  const run = async (client: ClientBase) => {
+    // A multi-statement simple query answers with one result per statement.
+    const result: QueryResult<R> | Array<QueryResult<R>> = await client.query<R>(
+      text,
+      values ? [...values] : undefined,
+    );
+    return Array.isArray(result) ? result : [result];
+  };
+  if (transaction) return run(clientOf(transaction));
+  const manager = sequelize.connectionManager;
+  // The pool's own acquire, bounded by its `acquire` timeout (core/database.ts).
+  const client = await manager.getConnection({ type: 'write' });
+  try {
+    return await run(client as ClientBase);
+  } finally {
+    manager.releaseConnection(client);
+  }
+}
+
+/**
+ * The pooled client a Sequelize transaction runs on: Sequelize 6 sets `connection` when the
+ * transaction takes it from the pool (lib/transaction.js prepareEnvironment); its type declarations
+ * leave it out.
+ */
+function clientOf(transaction: Transaction): ClientBase {
+  const { connection, finished } = transaction as Transaction & {
+    connection?: ClientBase;
+    finished?: string;
+  };
+  if (finished) throw new Error(`Transaction already ${finished}: no statement may run on it`);
+  if (!connection) throw new Error('Transaction has no connection');
+  return connection;
+}
