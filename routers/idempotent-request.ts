@@ -47,15 +47,26 @@ export function idempotentRequest(
     body,
     nonBusiness: def.nonBusiness,
   };
+  const hmacKey = config.IDEMPOTENCY_HMAC_KEY;
+  // The fp1 digest and the per-field digests are made on first use: a retry whose fp2 digest matches
+  // its record (a replay) needs neither; a claim stores the field digests, a 409 compares them.
+  let legacyHash: string | undefined;
+  let fieldHashes: Record<string, string> | undefined;
   return {
     scopeKey: scopeKey(tenantId, userId, operation, key),
     userScope: userScope(tenantId, userId),
     operation,
     ttlHours: def.ttlHours?.(config) ?? config.IDEMPOTENCY_TTL_HOURS,
     location,
-    requestHash: fingerprint(config.IDEMPOTENCY_HMAC_KEY, fields),
-    legacyHash: fingerprintV1(config.IDEMPOTENCY_HMAC_KEY, fields),
-    fieldHashes: fieldDigests(config.IDEMPOTENCY_HMAC_KEY, fields),
+    requestHash: fingerprint(hmacKey, fields),
+    get legacyHash() {
+      legacyHash ??= fingerprintV1(hmacKey, fields);
+      return legacyHash;
+    },
+    get fieldHashes() {
+      fieldHashes ??= fieldDigests(hmacKey, fields);
+      return fieldHashes;
+    },
   };
 }
 
