@@ -72,3 +72,15 @@ function clientOf(transaction: Transaction): ClientBase {
   if (!connection) throw new Error('Transaction has no connection');
   return connection;
 }
+
+/**
+ * A value as an SQL literal, for the statements that share a multi-statement round trip (a simple
+ * query cannot carry parameters). Strings as Sequelize's `escape` writes them for PostgreSQL (quotes
+ * doubled, standard_conforming_strings; a NUL, which text cannot hold, as the two characters `\0`),
+ * dates as an ISO 8601 instant, without going through Sequelize and moment on every value.
+ */
+export function sqlLiteral(value: string | Date | null): string {
+  if (value === null) return 'NULL';
+  if (value instanceof Date) return `'${value.toISOString()}'`;
+  return `'${value.replace(/'/g, "''").replace(/\0/g, '\\0')}'`;
+}

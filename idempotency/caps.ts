@@ -1,5 +1,5 @@
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
-import { sqlRows } from '../core/sql.js';
+import { sqlLiteral, sqlRows } from '../core/sql.js';
 
 /**
  * The per-user caps of CONTRACT section 5, strict and O(1) in the number of keys a user holds.
@@ -96,7 +96,7 @@ export async function runClaim(
   values: ClaimValues,
   wrap: { first?: string; before?: string; after?: string } = {},
 ): Promise<ClaimResult> {
-  const lit = (x: string) => sequelize.escape(x);
+  const lit = sqlLiteral;
   const sql = `${wrap.before ?? ''}\n${claimStatement(lit, values)}\n${wrap.after ?? ''}`;
   for (let attempt = 0; ; attempt++) {
     // `first` (e.g. the BEGIN of a folded transaction) goes with the first attempt only.

@@ -187,7 +187,7 @@ export class IdempotencyEngine {
       const sealed = sealReply(this.cipher, req.scopeKey, result.reply);
       const resourceId = result.ok ? result.resourceId : null;
       await failpoint('local.before-commit');
-      await finishLocal(this.sequelize, t, req.scopeKey, status, result.reply.status, sealed, resourceId);
+      await finishLocal(t, req.scopeKey, status, result.reply.status, sealed, resourceId);
     } catch (err) {
       await t.rollback().catch(() => {});
       throw err;

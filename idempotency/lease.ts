@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
+import { sqlLiteral } from '../core/sql.js';
 import { type Cap, runClaim, takeSlot } from './caps.js';
 import type { FoldedTransaction } from './folded-transaction.js';
 import type { Reply } from './outcome.js';
@@ -74,7 +75,7 @@ export class LeaseStore {
    * at the new resource (so a takeover finds it).
    */
   attachResourceStatement(lease: Lease, resourceId: string): string {
-    const lit = (v: string) => this.sequelize.escape(v);
+    const lit = sqlLiteral;
     return `UPDATE idempotency_records SET resource_id = ${lit(resourceId)}
      WHERE scope_key = ${lit(lease.scopeKey)} AND owner_token = ${lit(lease.owner)};`;
   }

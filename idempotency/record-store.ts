@@ -1,5 +1,5 @@
 import type { Sequelize } from 'sequelize';
-import { sqlRows } from '../core/sql.js';
+import { sqlLiteral, sqlRows } from '../core/sql.js';
 import type { RecordStatus } from '../models/idempotency-record.js';
 import { type ClaimResult, deleteRecords, runClaim } from './caps.js';
 import type { FoldedTransaction } from './folded-transaction.js';
@@ -81,7 +81,6 @@ export function claimLocal(
  * business write back to the claim's savepoint). Values as escaped literals: one simple query.
  */
 export async function finishLocal(
-  sequelize: Sequelize,
   t: FoldedTransaction,
   scopeKey: string,
   status: 'SUCCEEDED' | 'FAILED_FINAL',
@@ -89,7 +88,7 @@ export async function finishLocal(
   responseBody: string,
   resourceId: string | null,
 ): Promise<void> {
-  const lit = (v: string) => sequelize.escape(v);
+  const lit = sqlLiteral;
   await t.commitWith(
     `${status === 'FAILED_FINAL' ? 'ROLLBACK TO SAVEPOINT idem_business;\n' : ''}UPDATE idempotency_records
      SET status = ${lit(status)}, http_status = ${Math.trunc(httpStatus)}, response_body = ${lit(responseBody)},

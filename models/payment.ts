@@ -6,6 +6,7 @@ import {
   Model,
   type Sequelize,
 } from 'sequelize';
+import { sqlLiteral } from '../core/sql.js';
 
 export type PaymentStatus = 'PROCESSING' | 'SUCCEEDED' | 'FAILED';
 
@@ -32,10 +33,9 @@ export class Payment extends Model<InferAttributes<Payment>, InferCreationAttrib
    * The payment's INSERT as one escaped statement (every column given, timestamps from this process so
    * the instance already holds what the row holds), for a round trip it shares with other statements:
    * Tx 1 sends it with the record's link and COMMIT. A taken (merchant_id, merchant_order_no) fails
-   * that round trip with Sequelize's UniqueConstraintError, as `create` would.
+   * that round trip with the driver's unique violation (23505).
    */
   static insertStatement(p: Payment): string {
-    const lit = (v: string | Date | null) => (v === null ? 'NULL' : Payment.sequelize!.escape(v));
     return `INSERT INTO payments (id, payment_no, merchant_id, merchant_order_no, order_id, user_id, amount,
        currency, description, status, failure_reason, charge_id, resumable_since, created_at, updated_at)
      VALUES (${[
@@ -55,7 +55,7 @@ export class Payment extends Model<InferAttributes<Payment>, InferCreationAttrib
        p.createdAt,
        p.updatedAt,
      ]
-       .map(lit)
+       .map(sqlLiteral)
        .join(', ')});`;
   }
 

@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import { type AnyRouter, callProcedure } from '@trpc/server/unstable-core-do-not-import';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { MethodNotAllowed, UnsupportedMediaType, ValidationError } from '../core/errors.js';

@@ -1,6 +1,11 @@
 import { expect } from 'chai';
-import { ConnectionError, ConnectionRefusedError, DatabaseError } from 'sequelize';
-import { isDatabaseBusy, isDatabaseUnavailable } from '../../core/db-errors.js';
+import { ConnectionError, ConnectionRefusedError, DatabaseError, UniqueConstraintError } from 'sequelize';
+import {
+  isDatabaseBusy,
+  isDatabaseUnavailable,
+  rethrowUnique,
+  uniqueViolation,
+} from '../../core/db-errors.js';
 import { errorAnswer } from '../../routers/error-answer.js';
 
 /** A driver error as pg raises it (message + SQLSTATE), optionally wrapped the way Sequelize wraps it. */
@@ -72,5 +77,30 @@ describe('database errors during a failover: classified, and answered 503 with R
     expect(isDatabaseUnavailable(err)).to.equal(false);
     expect(isDatabaseBusy(err)).to.equal(false);
     expect(errorAnswer(err).status).to.equal(500);
+  });
+});
+
+describe('unique violations: from Sequelize or from the driver (core/sql.ts statements)', () => {
+  const raw = Object.assign(pgError('duplicate key value violates unique constraint', '23505'), {
+    constraint: 'users_tenant_username_key',
+    sql: 'INSERT INTO users ...',
+  });
+
+  it('when either error shape reports 23505, then the constraint is named, and a listed one becomes 409 unique_taken', () => {
+    expect(uniqueViolation(raw)).to.equal('users_tenant_username_key');
+    const sequelizeShape = new UniqueConstraintError({ parent: raw, original: raw });
+    expect(uniqueViolation(sequelizeShape)).to.equal('users_tenant_username_key');
+    for (const err of [raw, sequelizeShape]) {
+      expect(() => rethrowUnique(err, { users_tenant_username_key: 'username' }))
+        .to.throw()
+        .with.property('message', 'username: already taken');
+    }
+  });
+
+  it('when the error is another one, or names an unlisted constraint, then it is thrown unchanged', () => {
+    expect(uniqueViolation(pgError('deadlock detected', '40P01'))).to.equal(undefined);
+    expect(() => rethrowUnique(raw, { other_key: 'email' }))
+      .to.throw()
+      .that.equals(raw);
   });
 });
