@@ -74,6 +74,15 @@ export function rethrowUnique(err: unknown, fields: Record<string, string>): nev
   throw err;
 }
 
+/** rethrowUnique as a value: the Conflict a listed constraint means, or the error itself. */
+export function uniqueAsConflict(err: unknown, fields: Record<string, string>): unknown {
+  try {
+    rethrowUnique(err, fields);
+  } catch (mapped) {
+    return mapped;
+  }
+}
+
 const PG_UNIQUE_VIOLATION = '23505';
 
 /**

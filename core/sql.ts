@@ -18,7 +18,7 @@ export async function sqlRows<R extends QueryResultRow>(
   values?: readonly unknown[],
   transaction?: Transaction,
 ): Promise<R[]> {
-  const results = await sqlQuery<R>(sequelize, text, values, transaction);
+  const results = await sqlResults<R>(sequelize, text, values, transaction);
   return results.length === 1 ? results[0].rows : results.flatMap((r) => r.rows);
 }
 
@@ -29,11 +29,12 @@ export async function sqlCount(
   values?: readonly unknown[],
   transaction?: Transaction,
 ): Promise<number> {
-  const results = await sqlQuery(sequelize, text, values, transaction);
+  const results = await sqlResults(sequelize, text, values, transaction);
   return results.reduce((n, r) => n + (r.rowCount ?? 0), 0);
 }
 
-async function sqlQuery<R extends QueryResultRow>(
+/** Every statement's result, in order (a multi-statement simple query has one per statement). */
+export async function sqlResults<R extends QueryResultRow>(
   sequelize: Sequelize,
   text: string,
   values: readonly unknown[] | undefined,
@@ -79,8 +80,48 @@ function clientOf(transaction: Transaction): ClientBase {
  * doubled, standard_conforming_strings; a NUL, which text cannot hold, as the two characters `\0`),
  * dates as an ISO 8601 instant, without going through Sequelize and moment on every value.
  */
-export function sqlLiteral(value: string | Date | null): string {
+export function sqlLiteral(value: SqlValue): string {
   if (value === null) return 'NULL';
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) throw new Error(`not a finite number: ${value}`);
+    return String(value);
+  }
   if (value instanceof Date) return `'${value.toISOString()}'`;
   return `'${value.replace(/'/g, "''").replace(/\0/g, '\\0')}'`;
+}
+
+/** What a statement here carries: text, numbers, instants, NULL. */
+export type SqlValue = string | number | Date | null;
+
+/** An INSERT ... RETURNING of one row, written once for both forms below. */
+export interface InsertShape {
+  table: string;
+  /** Each column with its SQL type: a literal in INSERT ... SELECT is cast to it (it would be text). */
+  columns: ReadonlyArray<readonly [name: string, type: string]>;
+  returning: string;
+}
+
+const columnList = (shape: InsertShape) => shape.columns.map(([name]) => name).join(', ');
+
+/** The INSERT with `$1..$n` parameters (the values in the order of `columns`). */
+export function insertWithParameters(shape: InsertShape): string {
+  const params = shape.columns.map((_, i) => `$${i + 1}`).join(', ');
+  return `INSERT INTO ${shape.table} (${columnList(shape)}) VALUES (${params}) RETURNING ${shape.returning}`;
+}
+
+/**
+ * The same INSERT with literal values, inserting only where `guard` (an SQL condition) holds: for a
+ * multi-statement round trip, whose statements cannot take parameters or see each other's results.
+ */
+export function insertGuarded(shape: InsertShape, values: readonly SqlValue[], guard: string): string {
+  if (values.length !== shape.columns.length) throw new Error(`${shape.table}: ${values.length} values`);
+  const literals = values.map((v, i) => `${sqlLiteral(v)}::${shape.columns[i][1]}`).join(', ');
+  return `INSERT INTO ${shape.table} (${columnList(shape)}) SELECT ${literals}
+     WHERE ${guard} RETURNING ${shape.returning};`;
+}
+
+/** The one row an INSERT ... RETURNING gave back. */
+export function onlyRow<R>(rows: readonly unknown[], table: string): R {
+  if (rows.length !== 1) throw new Error(`INSERT INTO ${table} returned ${rows.length} rows`);
+  return rows[0] as R;
 }

@@ -1,5 +1,5 @@
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
-import { sqlLiteral, sqlRows } from '../core/sql.js';
+import { sqlLiteral, sqlResults, sqlRows } from '../core/sql.js';
 
 /**
  * The per-user caps of CONTRACT section 5, strict and O(1) in the number of keys a user holds.
@@ -45,7 +45,17 @@ export interface ClaimValues {
   lease?: { owner: string; seconds: number };
 }
 
-export type ClaimResult = { claimed: true; slot: number } | { claimed: false; cap: Cap | null };
+export type ClaimResult =
+  /** `after`: the rows of the round trip's last statement (a business write sent with the claim). */
+  { claimed: true; slot: number; after: unknown[] } | { claimed: false; cap: Cap | null };
+
+/**
+ * The condition under which a statement sent after the claim in the same round trip may write: the
+ * claim inserted this key's record in this transaction (idem_claim marks it, transaction-local).
+ */
+export function claimedGuard(scopeKey: string): string {
+  return `current_setting('idem.claimed', true) = ${sqlLiteral(scopeKey)}`;
+}
 
 /**
  * The claim as one statement (values as escaped literals, for the caller's multi-statement round
@@ -101,10 +111,12 @@ export async function runClaim(
   for (let attempt = 0; ; attempt++) {
     // `first` (e.g. the BEGIN of a folded transaction) goes with the first attempt only.
     const text = attempt === 0 && wrap.first ? `${wrap.first}\n${sql}` : sql;
-    const rows = await sqlRows<ClaimRow>(sequelize, text, undefined, t);
-    const row = rows.find((r) => r && 'claimed' in r);
+    const results = await sqlResults<ClaimRow>(sequelize, text, undefined, t);
+    const row = results.flatMap((r) => r.rows).find((r) => r && 'claimed' in r);
     if (!row) throw new Error('claim statement returned no row');
-    if (row.claimed !== null) return { claimed: true, slot: Number(row.claimed) };
+    if (row.claimed !== null) {
+      return { claimed: true, slot: Number(row.claimed), after: results[results.length - 1].rows };
+    }
     if (row.free === null && Number(row.slots) < values.maxInFlight && attempt === 0) {
       await createSlots(sequelize, values.userScope, values.maxInFlight);
       continue;

@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sequelize, Transaction } from 'sequelize';
-import { isDatabaseBusy, isLockNotAvailable } from '../core/db-errors.js';
+import { isDatabaseBusy, isDatabaseUnavailable, isLockNotAvailable } from '../core/db-errors.js';
 import { processing } from '../core/envelope.js';
 import { Conflict, ServiceUnavailable, TooManyRequests } from '../core/errors.js';
 import { failpoint } from '../core/failpoints.js';
-import { type Cap, type ClaimResult, SlotRows } from './caps.js';
+import { type Cap, type ClaimResult, claimedGuard, SlotRows } from './caps.js';
 import { differingFields } from './fingerprint.js';
 import { FoldedTransaction } from './folded-transaction.js';
 import { LeaseStore } from './lease.js';
@@ -45,6 +45,36 @@ export type LocalResult =
   | { ok: true; reply: Reply; resourceId: string | null }
   /** A failure the request caused: stored (FAILED_FINAL) and replayed to every retry. */
   | { ok: false; reply: Reply; error: unknown };
+
+/**
+ * Mode A work given as one statement instead of a function of the transaction: it is sent in the
+ * claim's own round trip, after the claim and its savepoint, and writes only if the claim inserted
+ * the record (claimedGuard). A create is then 3 round trips (auth read, claim with the write, final
+ * state with COMMIT) instead of 4.
+ */
+export interface LocalStatement {
+  /** The write with literal values, writing only where `guard` (an SQL condition) holds. */
+  sql(guard: string): string;
+  /** What the request did, from the rows the write returned. */
+  settle(rows: unknown[]): LocalResult;
+  /** What the request did, from the error the write failed with; throws for a failure it did not cause. */
+  fail(error: unknown): LocalResult;
+}
+
+/** Mode A work: run inside the engine's transaction, or one statement sent with the claim. */
+export type LocalWork = ((tx: Transaction) => Promise<LocalResult>) | LocalStatement;
+
+/**
+ * An error of the claim's round trip raised by the business statement in it, not by the claim: a
+ * database error without the claim function's context (an error inside `idem_claim` names it in
+ * its `where`). A dropped connection is neither's: it is answered as a failed claim.
+ */
+function businessError(err: unknown): boolean {
+  const e = err as { code?: unknown; where?: unknown } | null;
+  if (typeof e?.code !== 'string' || !/^[0-9A-Z]{5}$/.test(e.code)) return false;
+  if (typeof e.where === 'string' && e.where.includes('idem_claim')) return false;
+  return !isDatabaseUnavailable(err);
+}
 
 export interface EngineSettings extends Limits {
   leaseMs: number;
@@ -102,7 +132,7 @@ export class IdempotencyEngine {
    */
   async runLocal(
     req: IdempotentRequest,
-    work: (tx: Transaction) => Promise<LocalResult>,
+    work: LocalWork,
     signal?: Cancellation,
     prefetched?: { record: StoredRecord | undefined },
   ): Promise<Outcome> {
@@ -140,7 +170,7 @@ export class IdempotencyEngine {
   /** One claim and, when it is ours, the operation; undefined: an expired record was deleted, again. */
   private async tryLocal(
     req: IdempotentRequest,
-    work: (tx: Transaction) => Promise<LocalResult>,
+    work: LocalWork,
     waitMs: number,
     signal?: Cancellation,
   ): Promise<Outcome | undefined> {
@@ -148,17 +178,30 @@ export class IdempotencyEngine {
     await failpoint('local.before-claim');
     // BEGIN rides with the claim and COMMIT with the final update (folded-transaction.ts).
     const t = await FoldedTransaction.open(this.sequelize);
-    let claim: ClaimResult;
+    const statement = typeof work === 'function' ? undefined : work;
+    let claim: ClaimResult | { claimed: true; failed: unknown };
     try {
-      claim = await claimLocal(this.sequelize, t, req, { ...this.settings, waitMs });
+      claim = await claimLocal(
+        this.sequelize,
+        t,
+        req,
+        { ...this.settings, waitMs },
+        statement?.sql(claimedGuard(req.scopeKey)),
+      );
       // Inside the try: a fault after the claim must roll back like any other failure here, or the
       // folded transaction (the record's row, the key's lock, a slot) stays open on its connection.
       if (claim.claimed) await failpoint('local.after-claim');
     } catch (err) {
-      await t.rollback().catch(() => {});
-      // Waited the whole bound on a duplicate's uncommitted record: it is still running.
-      if (isLockNotAvailable(err)) return this.inFlight(req, null);
-      throw err;
+      if (statement && businessError(err)) {
+        // The write sent with the claim failed, so the claim was ours (the write runs only then);
+        // the transaction is aborted, and the final state below starts with ROLLBACK TO SAVEPOINT.
+        claim = { claimed: true, failed: err };
+      } else {
+        await t.rollback().catch(() => {});
+        // Waited the whole bound on a duplicate's uncommitted record: it is still running.
+        if (isLockNotAvailable(err)) return this.inFlight(req, null);
+        throw err;
+      }
     }
     if (!claim.claimed) {
       await t.rollback();
@@ -171,7 +214,8 @@ export class IdempotencyEngine {
 
     let result: LocalResult;
     try {
-      result = await work(t);
+      if (typeof work === 'function') result = await work(t);
+      else result = 'failed' in claim ? work.fail(claim.failed) : work.settle(claim.after);
       await failpoint('local.after-write');
     } catch (err) {
       // Transient (5xx, unknown): roll everything back so no PROCESSING row is left; a retry executes.

@@ -48,12 +48,15 @@ export interface Limits {
  *    concurrent requests inserts. The bound stays for the business write too: a write stuck behind
  *    another transaction's row answers 503 (rolled back, retry with the same key).
  * 3. SAVEPOINT: a final business failure rolls back to here and records FAILED_FINAL instead.
+ * 4. `business` (optional): the operation's write as one statement that writes only under
+ *    claimedGuard, so it rides in the same round trip (its rows come back as the claim's `after`).
  */
 export function claimLocal(
   sequelize: Sequelize,
   t: FoldedTransaction,
   req: ClaimRequest,
   limits: Limits,
+  business?: string,
 ): Promise<ClaimResult> {
   return runClaim(
     sequelize,
@@ -71,7 +74,7 @@ export function claimLocal(
     {
       first: 'BEGIN;',
       before: `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(limits.waitMs))}ms';`,
-      after: 'SAVEPOINT idem_business;',
+      after: business ? `SAVEPOINT idem_business;\n${business}` : 'SAVEPOINT idem_business;',
     },
   );
 }

@@ -7,7 +7,13 @@ import {
   type Sequelize,
   type Transaction,
 } from 'sequelize';
-import { sqlRows } from '../core/sql.js';
+import {
+  type InsertShape,
+  insertGuarded,
+  insertWithParameters,
+  type SqlValue,
+  sqlRows,
+} from '../core/sql.js';
 
 export type OrderStatus = 'CREATED' | 'PAID';
 
@@ -24,10 +30,33 @@ export type OrderRow = Pick<
   | 'createdAt'
   | 'updatedAt'
 >;
-type NewOrder = Pick<
+export type NewOrder = Pick<
   Order,
   'tenantId' | 'userId' | 'merchantOrderNo' | 'amount' | 'currency' | 'description'
 >;
+
+const ORDER_INSERT: InsertShape = {
+  table: 'orders',
+  columns: [
+    ['tenant_id', 'varchar'],
+    ['user_id', 'bigint'],
+    ['merchant_order_no', 'varchar'],
+    ['amount', 'numeric'],
+    ['currency', 'varchar'],
+    ['description', 'varchar'],
+  ],
+  returning: `id, merchant_order_no AS "merchantOrderNo", user_id AS "userId", amount, currency,
+              description, status, created_at AS "createdAt", updated_at AS "updatedAt"`,
+};
+
+const orderValues = (v: NewOrder): SqlValue[] => [
+  v.tenantId,
+  v.userId,
+  v.merchantOrderNo,
+  v.amount,
+  v.currency,
+  v.description,
+];
 
 export class Order extends Model<InferAttributes<Order>, InferCreationAttributes<Order>> {
   declare id: CreationOptional<string>;
@@ -49,23 +78,18 @@ export class Order extends Model<InferAttributes<Order>, InferCreationAttributes
   static async insertRow(values: NewOrder, transaction?: Transaction): Promise<OrderRow> {
     const rows = await sqlRows<OrderRow>(
       Order.sequelize!,
-      `INSERT INTO orders (tenant_id, user_id, merchant_order_no, amount, currency, description)
-       VALUES ($1, $2, $3, $4, $5, $6)
-       RETURNING id, merchant_order_no AS "merchantOrderNo", user_id AS "userId", amount, currency,
-                 description, status, created_at AS "createdAt", updated_at AS "updatedAt"`,
-      [
-        values.tenantId,
-        values.userId,
-        values.merchantOrderNo,
-        values.amount,
-        values.currency,
-        values.description,
-      ],
+      insertWithParameters(ORDER_INSERT),
+      orderValues(values),
       transaction,
     );
     const row = rows[0];
     if (!row) throw new Error('INSERT INTO orders returned no row');
     return row;
+  }
+
+  /** The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts). */
+  static insertGuarded(values: NewOrder, guard: string): string {
+    return insertGuarded(ORDER_INSERT, orderValues(values), guard);
   }
 
   static initModel(sequelize: Sequelize): void {

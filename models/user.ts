@@ -8,7 +8,13 @@ import {
   type Transaction,
 } from 'sequelize';
 import type { Role } from '../core/identity.js';
-import { sqlRows } from '../core/sql.js';
+import {
+  type InsertShape,
+  insertGuarded,
+  insertWithParameters,
+  type SqlValue,
+  sqlRows,
+} from '../core/sql.js';
 
 export type { Role };
 export type UserStatus = 'ACTIVE' | 'DISABLED';
@@ -18,10 +24,39 @@ export type UserRow = Pick<
   User,
   'id' | 'name' | 'age' | 'username' | 'email' | 'role' | 'status' | 'createdAt' | 'updatedAt'
 >;
-type NewUser = Pick<
+export type NewUser = Pick<
   User,
   'tenantId' | 'name' | 'age' | 'username' | 'email' | 'passwordHash' | 'passwordSalt'
 > & { role: Role; status: UserStatus };
+
+const USER_INSERT: InsertShape = {
+  table: 'users',
+  columns: [
+    ['tenant_id', 'varchar'],
+    ['name', 'varchar'],
+    ['age', 'smallint'],
+    ['username', 'varchar'],
+    ['email', 'varchar'],
+    ['password_hash', 'varchar'],
+    ['password_salt', 'varchar'],
+    ['role', 'varchar'],
+    ['status', 'varchar'],
+  ],
+  returning:
+    'id, name, age, username, email, role, status, created_at AS "createdAt", updated_at AS "updatedAt"',
+};
+
+const userValues = (v: NewUser): SqlValue[] => [
+  v.tenantId,
+  v.name,
+  v.age,
+  v.username,
+  v.email,
+  v.passwordHash,
+  v.passwordSalt,
+  v.role,
+  v.status,
+];
 
 export class User extends Model<InferAttributes<User>, InferCreationAttributes<User>> {
   declare id: CreationOptional<string>;
@@ -50,25 +85,18 @@ export class User extends Model<InferAttributes<User>, InferCreationAttributes<U
   static async insertRow(values: NewUser, transaction?: Transaction): Promise<UserRow> {
     const rows = await sqlRows<UserRow>(
       User.sequelize!,
-      `INSERT INTO users (tenant_id, name, age, username, email, password_hash, password_salt, role, status)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-       RETURNING id, name, age, username, email, role, status, created_at AS "createdAt", updated_at AS "updatedAt"`,
-      [
-        values.tenantId,
-        values.name,
-        values.age,
-        values.username,
-        values.email,
-        values.passwordHash,
-        values.passwordSalt,
-        values.role,
-        values.status,
-      ],
+      insertWithParameters(USER_INSERT),
+      userValues(values),
       transaction,
     );
     const row = rows[0];
     if (!row) throw new Error('INSERT INTO users returned no row');
     return row;
+  }
+
+  /** The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts). */
+  static insertGuarded(values: NewUser, guard: string): string {
+    return insertGuarded(USER_INSERT, userValues(values), guard);
   }
 
   static initModel(sequelize: Sequelize): void {

@@ -4,7 +4,7 @@ import type { OpenApiMeta } from 'trpc-to-openapi';
 import { z } from 'zod';
 import type { Config } from '../core/config.js';
 import { type Envelope, ok, type Processing, processingSchema } from '../core/envelope.js';
-import type { IdempotentRequest, LocalResult } from '../idempotency/engine.js';
+import type { IdempotentRequest, LocalResult, LocalWork } from '../idempotency/engine.js';
 import { readIdempotencyKey } from '../idempotency/key.js';
 import type { Outcome, Reply } from '../idempotency/outcome.js';
 import { type Answer, deliver } from './answer.js';
@@ -60,6 +60,21 @@ interface Local<I extends z.ZodType, D extends { id: string }> extends Definitio
    * statement is atomic by itself): 2 round trips (auth, the statement) instead of 4 (BEGIN, COMMIT).
    */
   runAlone?: (args: { ctx: AuthedContext; input: InputOf<I> }) => Promise<D>;
+  /**
+   * The same operation as one statement, for a request with a key: sent in the claim's round trip
+   * (idempotency/engine.ts LocalStatement), 3 round trips instead of 4. `run` stays for the rest.
+   */
+  statement?: (args: { ctx: AuthedContext; input: InputOf<I> }) => Promise<BusinessStatement<D>>;
+}
+
+/** A business write as one statement (literal values), and how to read what it did. */
+export interface BusinessStatement<D> {
+  /** The write, writing only where `guard` (an SQL condition) holds. */
+  sql(guard: string): string;
+  /** The answer's data from the rows it returned. */
+  result(rows: unknown[]): D;
+  /** The error a failure of it means (a domain error such as a 409), or the error itself. */
+  error(err: unknown): unknown;
 }
 
 /** Mode A without a body: 204. */
@@ -171,12 +186,15 @@ async function local<I extends z.ZodType, D extends { id: string } | void>(
   // The key's record when authentication already read it for this very scope (one round trip less).
   const prefetched =
     ctx.prefetched?.scopeKey === request.scopeKey ? { record: ctx.prefetched.record } : undefined;
-  const outcome = await ctx.services.idempotency.runLocal(
-    request,
-    (tx) => failureAsReply(execute(tx)),
-    ctx.signal,
-    prefetched,
-  );
+  const statement = 'statement' in def && def.statement ? await def.statement({ ctx, input }) : undefined;
+  const work: LocalWork = statement
+    ? {
+        sql: statement.sql,
+        settle: (rows) => ({ ok: true, ...successOf(def, statement.result(rows)) }),
+        fail: (err) => failureAsResult(statement.error(err)),
+      }
+    : (tx) => failureAsReply(execute(tx));
+  const outcome = await ctx.services.idempotency.runLocal(request, work, ctx.signal, prefetched);
   return counted(ctx, operation, outcome);
 }
 
@@ -203,10 +221,15 @@ async function failureAsReply(
   try {
     return { ok: true, ...(await work) };
   } catch (err) {
-    const reply = failureReply(err);
-    if (reply.status < 400 || reply.status >= 500 || reply.status === 408 || reply.status === 429) throw err;
-    return { ok: false, error: err, reply };
+    return failureAsResult(err);
   }
+}
+
+/** A failure the request caused, as the result the engine stores; any other is thrown on. */
+function failureAsResult(err: unknown): LocalResult {
+  const reply = failureReply(err);
+  if (reply.status < 400 || reply.status >= 500 || reply.status === 408 || reply.status === 429) throw err;
+  return { ok: false, error: err, reply };
 }
 
 /** A failure as it is stored: its status and error envelope (no header of it is replayed). */

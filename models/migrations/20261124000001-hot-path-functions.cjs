@@ -13,7 +13,9 @@
 // idem_claim: the claim of idempotency/caps.ts, whose comments explain each part: the key's advisory
 // lock (duplicates claim one at a time), a free in-flight slot (FOR UPDATE SKIP LOCKED), room under
 // the retained cap (the slot counters' sum, the exact count only near the cap), the record's INSERT
-// ... ON CONFLICT DO NOTHING, and the slot's counter (and holder, for a leased Mode B record).
+// ... ON CONFLICT DO NOTHING, and the slot's counter (and holder, for a leased Mode B record). When it
+// inserted the record it marks the transaction (idem.claimed = the scope key, transaction-local), so
+// that a Mode A business write sent in the same round trip runs only if the claim was ours.
 module.exports = {
   up: (queryInterface) =>
     queryInterface.sequelize.query(`
@@ -48,9 +50,14 @@ CREATE OR REPLACE FUNCTION idem_claim(
 RETURNS TABLE (claimed integer, free integer, slots integer, room boolean, bumped integer)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
+DECLARE
+  v_claimed integer;
+  v_free integer;
+  v_slots integer;
+  v_room boolean;
+  v_bumped integer;
 BEGIN
   PERFORM pg_advisory_xact_lock(7648, hashtext(p_scope_key));
-  RETURN QUERY
   WITH free_slot AS (
     SELECT s.slot FROM idempotency_slots s
     WHERE s.user_scope = p_user_scope AND s.slot <= p_max_in_flight
@@ -81,7 +88,14 @@ BEGIN
     FROM ins WHERE s.user_scope = p_user_scope AND s.slot = ins.slot
     RETURNING 1)
   SELECT (SELECT ins.slot FROM ins)::integer, (SELECT free_slot.slot FROM free_slot)::integer,
-         (SELECT totals.slots FROM totals), (SELECT has_room.ok FROM has_room), (SELECT count(*) FROM bump)::integer;
+         (SELECT totals.slots FROM totals), (SELECT has_room.ok FROM has_room), (SELECT count(*) FROM bump)::integer
+  INTO v_claimed, v_free, v_slots, v_room, v_bumped;
+  IF v_claimed IS NOT NULL THEN
+    -- Claimed: a business statement sent in the same round trip runs only under this mark
+    -- (transaction-local, as SET LOCAL: gone at COMMIT or ROLLBACK; idempotency/caps.ts claimedGuard).
+    PERFORM set_config('idem.claimed', p_scope_key, true);
+  END IF;
+  RETURN QUERY SELECT v_claimed, v_free, v_slots, v_room, v_bumped;
 END
 $fn$;
 `),

@@ -1,8 +1,10 @@
 import type { Transaction, WhereOptions } from 'sequelize';
-import { rethrowUnique } from '../../core/db-errors.js';
+import { rethrowUnique, uniqueAsConflict } from '../../core/db-errors.js';
 import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
-import { Order, type OrderRow } from '../../models/order.js';
+import { onlyRow } from '../../core/sql.js';
+import { type NewOrder, Order, type OrderRow } from '../../models/order.js';
+import type { BusinessStatement } from '../idempotent-mutation.js';
 import type { CreateOrderInput, OrderDto } from './orders.schema.js';
 
 export const orderLocation = (id: string) => `/api/v1/orders/${id}`;
@@ -25,27 +27,40 @@ export function toOrderDto(o: OrderRow): OrderDto {
  * Write, then handle the conflict: `(tenant, merchantOrderNo)` is decided by the unique index, so
  * any number of requests racing with different keys on one merchantOrderNo make one order.
  */
+const newOrder = (auth: Identity, input: CreateOrderInput): NewOrder => ({
+  tenantId: auth.tenantId,
+  userId: auth.userId,
+  merchantOrderNo: input.merchantOrderNo,
+  amount: input.amount,
+  currency: input.currency,
+  description: input.description ?? null,
+});
+
+const UNIQUE = { orders_tenant_merchant_order_no_key: 'merchantOrderNo' };
+
 export async function createOrder(
   auth: Identity,
   input: CreateOrderInput,
   tx?: Transaction,
 ): Promise<OrderDto> {
   try {
-    const order = await Order.insertRow(
-      {
-        tenantId: auth.tenantId,
-        userId: auth.userId,
-        merchantOrderNo: input.merchantOrderNo,
-        amount: input.amount,
-        currency: input.currency,
-        description: input.description ?? null,
-      },
-      tx,
-    );
-    return toOrderDto(order);
+    return toOrderDto(await Order.insertRow(newOrder(auth, input), tx));
   } catch (err) {
-    rethrowUnique(err, { orders_tenant_merchant_order_no_key: 'merchantOrderNo' });
+    rethrowUnique(err, UNIQUE);
   }
+}
+
+/** The same create as one statement, for a keyed request (sent with the claim). */
+export async function createOrderStatement(
+  auth: Identity,
+  input: CreateOrderInput,
+): Promise<BusinessStatement<OrderDto>> {
+  const row = newOrder(auth, input);
+  return {
+    sql: (guard) => Order.insertGuarded(row, guard),
+    result: (rows) => toOrderDto(onlyRow<OrderRow>(rows, 'orders')),
+    error: (err) => uniqueAsConflict(err, UNIQUE),
+  };
 }
 
 /** Another tenant's order is 404 (not revealed); the same tenant's order of another user is 403. */

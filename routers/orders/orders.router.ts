@@ -1,7 +1,7 @@
 import { ok } from '../../core/envelope.js';
 import { idempotentMutation } from '../idempotent-mutation.js';
 import { authedProcedure, router } from '../trpc.js';
-import { createOrder, getOrder, listOrders, orderLocation } from './orders.handlers.js';
+import { createOrder, createOrderStatement, getOrder, listOrders, orderLocation } from './orders.handlers.js';
 import {
   createOrderInput,
   getOrderInput,
@@ -21,6 +21,7 @@ export const ordersRouter = router({
     input: createOrderInput,
     output: orderEnvelope,
     run: ({ ctx, input, tx }) => createOrder(ctx.auth, input, tx),
+    statement: ({ ctx, input }) => createOrderStatement(ctx.auth, input),
   }),
 
   get: authedProcedure

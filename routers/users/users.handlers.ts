@@ -1,9 +1,11 @@
 import type { Transaction } from 'sequelize';
-import { rethrowUnique } from '../../core/db-errors.js';
+import { rethrowUnique, uniqueAsConflict } from '../../core/db-errors.js';
 import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
-import { User, type UserRow } from '../../models/user.js';
+import { onlyRow } from '../../core/sql.js';
+import { type NewUser, User, type UserRow } from '../../models/user.js';
 import { hashPassword } from '../auth/password.js';
+import type { BusinessStatement } from '../idempotent-mutation.js';
 import type { CreateUserInput, ReplaceUserInput, UpdateUserInput, UserDto } from './users.schema.js';
 
 const UNIQUE = { users_tenant_username_key: 'username', users_tenant_email_key: 'email' };
@@ -35,27 +37,42 @@ async function loadForWrite(auth: Identity, id: string, tx?: Transaction): Promi
   return user;
 }
 
-export async function createUser(auth: Identity, input: CreateUserInput, tx?: Transaction): Promise<UserDto> {
+/** The row a create writes (the password hashed first: the one slow step, outside any transaction). */
+async function newUser(auth: Identity, input: CreateUserInput): Promise<NewUser> {
   const password = input.password ? await hashPassword(input.password) : undefined;
+  return {
+    tenantId: auth.tenantId,
+    name: input.name,
+    age: input.age,
+    username: input.username ?? null,
+    email: input.email ?? null,
+    passwordHash: password?.hash ?? null,
+    passwordSalt: password?.salt ?? null,
+    role: input.role,
+    status: input.status,
+  };
+}
+
+export async function createUser(auth: Identity, input: CreateUserInput, tx?: Transaction): Promise<UserDto> {
+  const row = await newUser(auth, input);
   try {
-    const user = await User.insertRow(
-      {
-        tenantId: auth.tenantId,
-        name: input.name,
-        age: input.age,
-        username: input.username ?? null,
-        email: input.email ?? null,
-        passwordHash: password?.hash ?? null,
-        passwordSalt: password?.salt ?? null,
-        role: input.role,
-        status: input.status,
-      },
-      tx,
-    );
-    return toUserDto(user);
+    return toUserDto(await User.insertRow(row, tx));
   } catch (err) {
     rethrowUnique(err, UNIQUE);
   }
+}
+
+/** The same create as one statement, for a keyed request (sent with the claim). */
+export async function createUserStatement(
+  auth: Identity,
+  input: CreateUserInput,
+): Promise<BusinessStatement<UserDto>> {
+  const row = await newUser(auth, input);
+  return {
+    sql: (guard) => User.insertGuarded(row, guard),
+    result: (rows) => toUserDto(onlyRow<UserRow>(rows, 'users')),
+    error: (err) => uniqueAsConflict(err, UNIQUE),
+  };
 }
 
 export async function getUser(auth: Identity, id: string): Promise<UserDto> {

@@ -47,6 +47,7 @@ export const usersRouter = router({
     output: userEnvelope,
     run: ({ ctx, input, tx }) => users.createUser(ctx.auth, input, tx),
     runAlone: ({ ctx, input }) => users.createUser(ctx.auth, input),
+    statement: ({ ctx, input }) => users.createUserStatement(ctx.auth, input),
   }),
 
   replace: idempotentMutation({
