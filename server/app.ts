@@ -43,6 +43,9 @@ export function createApp(services: AppServices): Express {
     req.path.length > 1 && req.path.endsWith('/') ? sendError(res, new NotFound('No such path')) : next(),
   );
 
+  // The REST routes first: the requests that carry the load pass no other router's layers (a path
+  // that is not a REST route goes on; none of the routes below is one).
+  app.use(createRestHandler(appRouter, openapiDoc.paths ?? {}, services));
   app.use(healthRouter(services));
   // Test-only control channel for failpoints: mounted only with FAILPOINTS_CONTROL=1, which the
   // configuration refuses together with NODE_ENV=production.
@@ -95,7 +98,6 @@ export function createApp(services: AppServices): Express {
     }),
   );
 
-  app.use(createRestHandler(appRouter, openapiDoc.paths ?? {}, services));
   app.use(notFoundHandler);
   app.use(errorHandler(logger, config.MAX_BODY_BYTES));
   return app;
