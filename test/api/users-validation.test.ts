@@ -72,6 +72,10 @@ describe('users: create field rules (POST /api/v1/users)', () => {
     ['a password of 129 chars', { password: long(129) }, 'password'],
     ['role "root"', { role: 'root' }, 'role'],
     ['a name with a NUL character', { name: 'a\u0000b' }, 'name'],
+    // JSON types are strict: a number or a boolean is not the text of it (README, decisions).
+    ['a name given as a number', { name: 123 }, 'name'],
+    ['a username given as a number', { username: 12345 }, 'username'],
+    ['an email given as true', { email: true }, 'email'],
     ['an unknown field', { nickname: 'x' }, 'nickname'],
     ['an id', { id: '1' }, 'id'],
   ];
