@@ -1,5 +1,4 @@
 import { getPathRegExp } from 'trpc-to-openapi';
-import { fillTemplate } from '../core/path-template.js';
 
 export interface RestRoute {
   template: string;
@@ -9,7 +8,7 @@ export interface RestRoute {
 }
 
 /**
- * The seed's unversioned paths: thin rewrites onto the canonical v1 path, for the listed methods
+ * The seed's unversioned paths: routed to the canonical v1 path's procedure, for the listed methods
  * only (CONTRACT section 3). Everything else about them (validation, auth, idempotency) is the
  * canonical procedure's.
  */
@@ -50,12 +49,4 @@ export function buildRouteTable(paths: Record<string, object>): RestRoute[] {
 
 export function matchRoute(routes: RestRoute[], path: string): RestRoute | undefined {
   return routes.find((r) => r.regex.test(path));
-}
-
-/** Rewrites an alias path onto its canonical path, keeping the parameter values. */
-export function canonicalPath(route: RestRoute, path: string): string {
-  if (route.template === route.canonical) return path;
-  const params = route.regex.exec(path)?.groups ?? {};
-  // The values as they stand in the URL (still percent-encoded): trpc-to-openapi decodes them.
-  return fillTemplate(route.canonical, (name) => params[name] ?? '');
 }
