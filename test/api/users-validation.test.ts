@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { http } from '../support/http.js';
+import { trpcMutation } from '../support/trpc-http.js';
 import { bearer, uniqueTenant } from '../support/tokens.js';
 import { adminOf, createUser, expectError, expectSuccess, userRow } from '../support/users.js';
 
@@ -161,5 +162,22 @@ describe('users: bodies that smuggle fields past the schema', () => {
     expectError(await http('PUT', `/api/v1/users/${user.id}/status`, { headers, body }), 400);
     for (const u of [user, other])
       expect(await userRow(u.id)).to.include({ name: 'Test User', status: 'ACTIVE' });
+  });
+});
+
+describe('users: JSON types on both transports', () => {
+  it('when a string field is given a number over tRPC, also after the same body went over REST, then 400 naming it on both (no coercion)', async () => {
+    const tenant = uniqueTenant();
+    const body = { name: 123, age: 30 };
+    // REST first: trpc-to-openapi's adapter (no longer used) set zod's coerce flag on the shared
+    // schema here, so that /trpc accepted "123" afterwards.
+    const rest = await http('POST', '/api/v1/users', { headers: adminOf(tenant), body });
+    expectError(rest, 400);
+    expect(rest.body.message).to.match(/^name: /);
+    const trpc = await trpcMutation('users.create', body, adminOf(tenant));
+    expect(trpc.status).to.equal(400);
+    expect(JSON.stringify(trpc.body)).to.match(/name: /);
+    const list = expectSuccess(await http('GET', '/api/v1/users', { headers: adminOf(tenant) }));
+    expect(list).to.deep.equal([]);
   });
 });
