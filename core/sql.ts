@@ -22,17 +22,6 @@ export async function sqlRows<R extends QueryResultRow>(
   return results.length === 1 ? results[0].rows : results.flatMap((r) => r.rows);
 }
 
-/** As sqlRows, with the rows affected (summed over the statements of a simple query). */
-export async function sqlCount(
-  sequelize: Sequelize,
-  text: string,
-  values?: readonly unknown[],
-  transaction?: Transaction,
-): Promise<number> {
-  const results = await sqlResults(sequelize, text, values, transaction);
-  return results.reduce((n, r) => n + (r.rowCount ?? 0), 0);
-}
-
 /** Every statement's result, in order (a multi-statement simple query has one per statement). */
 export async function sqlResults<R extends QueryResultRow>(
   sequelize: Sequelize,

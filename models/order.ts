@@ -11,6 +11,7 @@ import {
   type InsertShape,
   insertGuarded,
   insertWithParameters,
+  onlyRow,
   type SqlValue,
   sqlRows,
 } from '../core/sql.js';
@@ -82,9 +83,7 @@ export class Order extends Model<InferAttributes<Order>, InferCreationAttributes
       orderValues(values),
       transaction,
     );
-    const row = rows[0];
-    if (!row) throw new Error('INSERT INTO orders returned no row');
-    return row;
+    return onlyRow<OrderRow>(rows, 'orders');
   }
 
   /** The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts). */

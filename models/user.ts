@@ -12,6 +12,7 @@ import {
   type InsertShape,
   insertGuarded,
   insertWithParameters,
+  onlyRow,
   type SqlValue,
   sqlRows,
 } from '../core/sql.js';
@@ -89,9 +90,7 @@ export class User extends Model<InferAttributes<User>, InferCreationAttributes<U
       userValues(values),
       transaction,
     );
-    const row = rows[0];
-    if (!row) throw new Error('INSERT INTO users returned no row');
-    return row;
+    return onlyRow<UserRow>(rows, 'users');
   }
 
   /** The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts). */
