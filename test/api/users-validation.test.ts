@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { http } from '../support/http.js';
-import { trpcMutation } from '../support/trpc-http.js';
 import { bearer, uniqueTenant } from '../support/tokens.js';
+import { trpcMutation } from '../support/trpc-http.js';
 import { adminOf, createUser, expectError, expectSuccess, userRow } from '../support/users.js';
 
 // Field rules of CONTRACT section 3 (name, age, username, email, password, unknown fields) and the
