@@ -98,6 +98,17 @@ export function insertWithParameters(shape: InsertShape): string {
   return `INSERT INTO ${shape.table} (${columnList(shape)}) VALUES (${params}) RETURNING ${shape.returning}`;
 }
 
+/** One row inserted with parameters, and the one row it returned. */
+export async function insertOne<R>(
+  sequelize: Sequelize,
+  shape: InsertShape,
+  values: readonly SqlValue[],
+  transaction?: Transaction,
+): Promise<R> {
+  const rows = await sqlRows(sequelize, insertWithParameters(shape), values, transaction);
+  return onlyRow<R>(rows, shape.table);
+}
+
 /**
  * The same INSERT with literal values, inserting only where `guard` (an SQL condition) holds: for a
  * multi-statement round trip, whose statements cannot take parameters or see each other's results.

@@ -7,14 +7,7 @@ import {
   type Sequelize,
   type Transaction,
 } from 'sequelize';
-import {
-  type InsertShape,
-  insertGuarded,
-  insertWithParameters,
-  onlyRow,
-  type SqlValue,
-  sqlRows,
-} from '../core/sql.js';
+import { type InsertShape, insertGuarded, insertOne, type SqlValue } from '../core/sql.js';
 
 export type OrderStatus = 'CREATED' | 'PAID';
 
@@ -77,13 +70,7 @@ export class Order extends Model<InferAttributes<Order>, InferCreationAttributes
    * `User.insertRow`). A taken merchantOrderNo throws the driver's unique violation.
    */
   static async insertRow(values: NewOrder, transaction?: Transaction): Promise<OrderRow> {
-    const rows = await sqlRows<OrderRow>(
-      Order.sequelize!,
-      insertWithParameters(ORDER_INSERT),
-      orderValues(values),
-      transaction,
-    );
-    return onlyRow<OrderRow>(rows, 'orders');
+    return insertOne<OrderRow>(Order.sequelize!, ORDER_INSERT, orderValues(values), transaction);
   }
 
   /** The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts). */

@@ -8,14 +8,7 @@ import {
   type Transaction,
 } from 'sequelize';
 import type { Role } from '../core/identity.js';
-import {
-  type InsertShape,
-  insertGuarded,
-  insertWithParameters,
-  onlyRow,
-  type SqlValue,
-  sqlRows,
-} from '../core/sql.js';
+import { type InsertShape, insertGuarded, insertOne, type SqlValue } from '../core/sql.js';
 
 export type { Role };
 export type UserStatus = 'ACTIVE' | 'DISABLED';
@@ -84,13 +77,7 @@ export class User extends Model<InferAttributes<User>, InferCreationAttributes<U
    * username or email throws the driver's unique violation (23505, naming the constraint).
    */
   static async insertRow(values: NewUser, transaction?: Transaction): Promise<UserRow> {
-    const rows = await sqlRows<UserRow>(
-      User.sequelize!,
-      insertWithParameters(USER_INSERT),
-      userValues(values),
-      transaction,
-    );
-    return onlyRow<UserRow>(rows, 'users');
+    return insertOne<UserRow>(User.sequelize!, USER_INSERT, userValues(values), transaction);
   }
 
   /** The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts). */

@@ -47,6 +47,14 @@ export function buildRouteTable(paths: Record<string, object>): RestRoute[] {
   return routes;
 }
 
-export function matchRoute(routes: RestRoute[], path: string): RestRoute | undefined {
-  return routes.find((r) => r.regex.test(path));
+/** The route of a path, with its path parameters as they stand in the URL (one match per route tried). */
+export function matchRoute(
+  routes: RestRoute[],
+  path: string,
+): { route: RestRoute; params: Record<string, string> } | undefined {
+  for (const route of routes) {
+    const match = route.regex.exec(path);
+    if (match) return { route, params: { ...match.groups } };
+  }
+  return undefined;
 }

@@ -95,8 +95,9 @@ export function createRestHandler(router: AppRouter, paths: Record<string, objec
 
   return async (req: Request, res: Response, next: NextFunction) => {
     const path = req.path;
-    const route = matchRoute(routes, path);
-    if (!route) return next();
+    const matched = matchRoute(routes, path);
+    if (!matched) return next();
+    const { route, params } = matched;
     res.locals.route = route.canonical;
     const procedure = procedures.get(`${req.method} ${route.canonical}`);
     if (!procedure || !route.methods.includes(req.method)) {
@@ -124,7 +125,7 @@ export function createRestHandler(router: AppRouter, paths: Record<string, objec
       fields = queryInput(req.query as Record<string, unknown>);
     }
     // Path parameters as they stand in the URL (an alias has the same names as its canonical path).
-    const input = { ...fields, ...route.regex.exec(path)?.groups };
+    const input = { ...fields, ...params };
 
     const ctx = contextFor(services, req, clientGone(res));
     try {
