@@ -38,7 +38,7 @@ export class BenchRun implements Options {
   readonly SEGMENT: number;
   readonly CONNECTIONS: number;
   readonly SERVER_ENV: Record<string, string>;
-  readonly PURGE_PAUSE_MS: number;
+  readonly PURGE_BUSY_PERCENT: number | undefined;
   readonly DB_TCP: boolean;
 
   readonly t0 = Date.now();
@@ -84,7 +84,7 @@ export class BenchRun implements Options {
     this.SEGMENT = options.SEGMENT;
     this.CONNECTIONS = options.CONNECTIONS;
     this.SERVER_ENV = options.SERVER_ENV;
-    this.PURGE_PAUSE_MS = options.PURGE_PAUSE_MS;
+    this.PURGE_BUSY_PERCENT = options.PURGE_BUSY_PERCENT;
     this.DB_TCP = options.DB_TCP;
     this.results.profiles = this.profiles;
   }

@@ -17,7 +17,7 @@ export async function report(ctx: BenchRun): Promise<void> {
     CONNECTIONS,
     QUICK,
     PROFILE,
-    PURGE_PAUSE_MS,
+    PURGE_BUSY_PERCENT,
     SERVER_ENV,
     ONLY,
     GIT,
@@ -75,7 +75,7 @@ export async function report(ctx: BenchRun): Promise<void> {
           only: ONLY ?? null,
           experiments: {
             serverEnv: SERVER_ENV,
-            purgePauseMs: PURGE_PAUSE_MS,
+            purgeBusyPercent: PURGE_BUSY_PERCENT ?? null,
             profiled: PROFILE,
           },
           connections: CONNECTIONS,

@@ -15,7 +15,7 @@
  * Options: --quick; --only=<scenario,...> (plain always runs: it is the baseline); --profile (CPU
  * profile of the service per scenario, under bench/results/profiles/); --rounds=N --segment=S
  * --connections=N; what-if experiments, never the default: --server-env=NAME=VALUE (repeatable),
- * --purge-pause-ms=N.
+ * --purge-busy-percent=N.
  */
 
 import { mkdir } from 'node:fs/promises';
@@ -42,7 +42,7 @@ async function main(run: BenchRun): Promise<void> {
   const {
     QUICK,
     PROFILE,
-    PURGE_PAUSE_MS,
+    PURGE_BUSY_PERCENT,
     DB_TCP,
     SERVER_ENV,
     CONNECTIONS,
@@ -60,9 +60,9 @@ async function main(run: BenchRun): Promise<void> {
   log(
     `mode ${QUICK ? 'quick' : 'full'}; ${CONNECTIONS} connections; throughput scenarios ${ROUNDS} × ${SEGMENT}s`,
   );
-  if (Object.keys(SERVER_ENV).length > 0 || PROFILE || PURGE_PAUSE_MS > 0 || DB_TCP) {
+  if (Object.keys(SERVER_ENV).length > 0 || PROFILE || PURGE_BUSY_PERCENT !== undefined || DB_TCP) {
     log(
-      `experiment: ${JSON.stringify({ serverEnv: SERVER_ENV, purgePauseMs: PURGE_PAUSE_MS, profile: PROFILE, dbTcp: DB_TCP })} (not the default run)`,
+      `experiment: ${JSON.stringify({ serverEnv: SERVER_ENV, purgeBusyPercent: PURGE_BUSY_PERCENT, profile: PROFILE, dbTcp: DB_TCP })} (not the default run)`,
     );
   }
   results.loadAverageAtStart = os.loadavg();

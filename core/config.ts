@@ -7,6 +7,9 @@ const DEV_JWT_SECRET = 'dev-only-jwt-secret-change-me-0123456789';
 const DEV_HMAC_KEY = 'dev-only-idempotency-hmac-key-change-me';
 const DEV_RESPONSE_KEY = Buffer.alloc(32, 7).toString('base64');
 
+/** The purge's pacing by default (the benchmark's purge scenario uses it too). */
+export const DEFAULT_PURGE_BUSY_PERCENT = 25;
+
 const int = (def: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(def);
 
 const schema = z.object({
@@ -65,6 +68,8 @@ const schema = z.object({
   IDEMPOTENCY_MAX_IN_FLIGHT: int(20, 1, 100000),
   IDEMPOTENCY_MAX_RETAINED: int(10000, 1, 10000000),
   PURGE_INTERVAL_MS: int(60000, 100, 86400000),
+  // The share of wall time the purge may spend deleting (100: batches back to back).
+  PURGE_BUSY_PERCENT: int(DEFAULT_PURGE_BUSY_PERCENT, 1, 100),
   RECOVERER_INTERVAL_MS: int(5000, 100, 3600000),
   MAX_BODY_BYTES: int(65536, 256, 10 * 1024 * 1024),
   SHUTDOWN_TIMEOUT_MS: int(10000, 100, 600000),

@@ -1,5 +1,5 @@
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
-import { sqlLiteral, sqlResults, sqlRows } from '../core/sql.js';
+import { sqlLiteral, sqlResults } from '../core/sql.js';
 
 /**
  * The per-user caps of CONTRACT section 5, strict and O(1) in the number of keys a user holds.

@@ -1,16 +1,47 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sequelize } from 'sequelize';
 import { failpoint } from '../core/failpoints.js';
 import { deleteRecords } from './caps.js';
+
+export interface PurgeOptions {
+  /** Records deleted per batch (one short transaction each). */
+  batchSize?: number;
+  /** Batches per call at most; the call also ends at the first batch that is not full. */
+  maxBatches?: number;
+  /**
+   * The share of wall time, in percent, the purge may spend deleting: after a batch that took
+   * `t` ms it pauses `t × (100 − busyPercent) / busyPercent` ms. 100 runs batches back to back.
+   */
+  busyPercent?: number;
+  /** Ends the purge between batches (and cuts a pause short): shutdown. */
+  signal?: AbortSignal;
+  /** How a pause is waited (a timer; tests pass their own). Resolves early when `signal` aborts. */
+  wait?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+const timerWait = (ms: number, signal?: AbortSignal) =>
+  sleep(ms, undefined, { signal }).catch(() => undefined);
+
+/** The pause after a batch that took `busyMs`, so that deleting takes `busyPercent` of wall time. */
+export function pauseAfterBatch(busyMs: number, busyPercent: number): number {
+  if (!(busyPercent > 0 && busyPercent <= 100)) throw new RangeError('busyPercent must be in (0, 100]');
+  return (busyMs * (100 - busyPercent)) / busyPercent;
+}
 
 /**
  * Deletes expired, finished records in small batches (short transactions, no long locks), skipping
  * rows another instance is purging. PROCESSING records are never touched: a live lease is work in
  * progress. Business unique constraints live on the business tables and stay in force.
+ *
+ * Paced by time (`busyPercent`): a backlog is worked off at a fraction of full speed, so that on a
+ * small machine the purging backend does not take a whole core from the requests.
  */
-export async function purgeExpired(sequelize: Sequelize, batchSize = 500, maxBatches = 100): Promise<number> {
+export async function purgeExpired(sequelize: Sequelize, options: PurgeOptions = {}): Promise<number> {
+  const { batchSize = 500, maxBatches = 100, busyPercent = 100, signal, wait = timerWait } = options;
   let total = 0;
-  for (let i = 0; i < maxBatches; i++) {
+  for (let i = 0; i < maxBatches && !signal?.aborted; i++) {
     await failpoint('purge.batch');
+    const started = performance.now();
     // Records whose slot row a running claim holds are skipped and picked up by a later batch.
     const n = await deleteRecords(
       sequelize,
@@ -20,6 +51,8 @@ export async function purgeExpired(sequelize: Sequelize, batchSize = 500, maxBat
     );
     total += n;
     if (n < batchSize) break;
+    const pause = pauseAfterBatch(performance.now() - started, busyPercent);
+    if (pause > 0) await wait(pause, signal);
   }
   return total;
 }

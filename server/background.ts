@@ -6,7 +6,8 @@ export interface BackgroundJob {
 }
 
 /**
- * Runs `task` every `intervalMs` (never overlapping itself); stop() waits for a run in progress.
+ * Runs `task` every `intervalMs` (never overlapping itself); stop() aborts the signal it gave the
+ * task (a long run ends at its next step) and waits for a run in progress.
  * Safe in every instance at once: each task is written to be run concurrently.
  * While the database is unavailable (a failover, a restart) the job pauses: it says so once, keeps
  * trying each interval without a warning per run, and says when it resumed.
@@ -15,14 +16,15 @@ export function every(
   name: string,
   intervalMs: number,
   logger: Logger,
-  task: () => Promise<unknown>,
+  task: (signal: AbortSignal) => Promise<unknown>,
 ): BackgroundJob {
   let running: Promise<void> | undefined;
   let stopped = false;
   let pausedSince: number | undefined;
+  const stopping = new AbortController();
   const timer = setInterval(() => {
     if (running || stopped) return;
-    running = task()
+    running = task(stopping.signal)
       .then(
         () => {
           if (pausedSince === undefined) return;
@@ -45,6 +47,7 @@ export function every(
     async stop() {
       stopped = true;
       clearInterval(timer);
+      stopping.abort();
       await running;
     },
   };

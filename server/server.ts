@@ -98,8 +98,13 @@ export async function startServer(config: Config): Promise<RunningServer> {
     countOutcome: (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
   };
   const jobs = [
-    every('purge-expired', config.PURGE_INTERVAL_MS, logger, async () => {
-      const purged = await purgeExpired(db.sequelize);
+    // A run works off the whole backlog, paced (PURGE_BUSY_PERCENT); the next run starts only after it.
+    every('purge-expired', config.PURGE_INTERVAL_MS, logger, async (signal) => {
+      const purged = await purgeExpired(db.sequelize, {
+        maxBatches: Number.POSITIVE_INFINITY,
+        busyPercent: config.PURGE_BUSY_PERCENT,
+        signal,
+      });
       metrics.purged.inc(purged);
       metrics.idempotency.inc({ operation: 'all', outcome: 'purged' }, purged);
       if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');

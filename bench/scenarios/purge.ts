@@ -1,5 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sequelize } from 'sequelize';
+import { DEFAULT_PURGE_BUSY_PERCENT } from '../../core/config.js';
 import { createSequelize } from '../../core/database.js';
 import { DELETE_RECORDS_PLAN, deleteRecordsStatement } from '../../idempotency/caps.js';
 import { purgeExpired } from '../../idempotency/purge-expired.js';
@@ -8,7 +8,8 @@ import { count, explain, fill, loadRow, measure, rowsLabel, settle } from '../me
 import { r2, ratio } from '../report.js';
 
 export async function purgeScenario(ctx: BenchRun): Promise<void> {
-  const { P, PURGE_PAUSE_MS, log, results, rows, idemUser } = ctx;
+  const { P, log, results, rows, idemUser } = ctx;
+  const busyPercent = ctx.PURGE_BUSY_PERCENT ?? DEFAULT_PURGE_BUSY_PERCENT;
   const { sql, server, db } = ctx;
   await fill(ctx, sql, 'expired', P.purgeRows, '-1 hour');
   await settle(ctx, sql);
@@ -20,30 +21,28 @@ export async function purgeScenario(ctx: BenchRun): Promise<void> {
     DELETE_RECORDS_PLAN,
   );
   const quiet = await measure(ctx, 'purge-off', server.url, P.short, idemUser);
-  // The engine's own purge function, back to back (a purge catching up), on its own connection.
+  // The engine's own purge, as the service's job runs it: the whole backlog, paced by time
+  // (PURGE_BUSY_PERCENT), on a pool of its own.
   const sequelize: Sequelize = createSequelize(db.url, 2);
-  let stop = false;
-  let purged = 0;
+  const stop = new AbortController();
   const started = Date.now();
   let purgeSeconds = Number.NaN;
+  let purged = 0;
   const purging = (async () => {
     try {
-      while (!stop) {
-        // purgeExpired's own loop runs its batches back to back; with --purge-pause-ms the
-        // benchmark runs one batch at a time and pauses in between (a proposal, measured).
-        const n = await purgeExpired(sequelize, 500, PURGE_PAUSE_MS > 0 ? 1 : 10);
-        purged += n;
-        if (n === 0) break;
-        if (PURGE_PAUSE_MS > 0) await sleep(PURGE_PAUSE_MS);
-      }
+      purged = await purgeExpired(sequelize, {
+        maxBatches: Number.POSITIVE_INFINITY,
+        busyPercent,
+        signal: stop.signal,
+      });
       purgeSeconds = (Date.now() - started) / 1000;
     } finally {
       await sequelize.close();
     }
   })();
-  log(`purge: deleting ${P.purgeRows} expired records (of ${total}) under load`);
+  log(`purge: deleting ${P.purgeRows} expired records (of ${total}) under load, busy ${busyPercent}%`);
   const during = await measure(ctx, 'purge-on', server.url, P.purgeMax, idemUser, { stopWhen: purging });
-  stop = true;
+  stop.abort();
   await purging;
   const left = await count(
     sql,
@@ -54,6 +53,7 @@ export async function purgeScenario(ctx: BenchRun): Promise<void> {
     purged,
     left,
     purgeSeconds,
+    busyPercent,
     rowsPerSecond: purged / ((Date.now() - started) / 1000),
     off: quiet,
     on: during,

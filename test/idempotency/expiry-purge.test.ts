@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { scopeKey, userScope } from '../../idempotency/key.js';
-import { purgeExpired } from '../../idempotency/purge-expired.js';
+import { pauseAfterBatch, purgeExpired } from '../../idempotency/purge-expired.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 import { createOrderVia, expectFailure, orderScope, ordersOf, recordsOf, sql } from './support.js';
@@ -125,9 +125,80 @@ describe('idempotency record expiry and purge', () => {
       keys.push(orderScope(tenant, USER, key));
     }
     await expire(keys);
-    const purged = await purgeExpired((await sharedServer()).services.sequelize, 2, 1000);
+    const purged = await purgeExpired((await sharedServer()).services.sequelize, {
+      batchSize: 2,
+      maxBatches: 1000,
+    });
     expect(purged).to.be.at.least(5);
     expect(await recordsOf(tenant)).to.deep.equal([]);
     expect(await ordersOf(tenant)).to.have.length(5);
+  });
+});
+
+describe('purge pacing', () => {
+  it('pauses after a batch three times as long as the batch took at 25%, not at all at 100%, and refuses a share outside (0, 100]', () => {
+    expect(pauseAfterBatch(4, 25)).to.equal(12);
+    expect(pauseAfterBatch(4, 50)).to.equal(4);
+    expect(pauseAfterBatch(4, 100)).to.equal(0);
+    expect(() => pauseAfterBatch(4, 0)).to.throw(RangeError);
+    expect(() => pauseAfterBatch(4, 101)).to.throw(RangeError);
+  });
+
+  async function expiredRecords(n: number): Promise<string> {
+    const tenant = uniqueTenant();
+    const auth = bearer(tenant, USER);
+    const keys: string[] = [];
+    for (let i = 1; i <= n; i++) {
+      const key = idempotencyKey();
+      const a = await createOrderVia({
+        transport: 'rest',
+        headers: { ...auth, 'Idempotency-Key': key },
+        body: { merchantOrderNo: `mo-paced-${i}`, amount: i },
+      });
+      expect(a.status).to.equal(201);
+      keys.push(orderScope(tenant, USER, key));
+    }
+    await expire(keys);
+    return tenant;
+  }
+
+  it('when paced, then it waits after each full batch (never after the last, short one) and still purges the whole backlog', async () => {
+    const tenant = await expiredRecords(5);
+    const pauses: number[] = [];
+    const purged = await purgeExpired((await sharedServer()).services.sequelize, {
+      batchSize: 2,
+      maxBatches: Number.POSITIVE_INFINITY,
+      busyPercent: 25,
+      wait: async (ms) => {
+        pauses.push(ms);
+      },
+    });
+    expect(purged).to.be.at.least(5);
+    expect(await recordsOf(tenant)).to.deep.equal([]);
+    // Batches of 2: at least two full ones (each followed by a pause), then a short one (none).
+    // One pause per full batch: a batch of 2 is followed by one, so floor(purged / 2) in all (an even
+    // total ends with an empty batch, which is not followed by a pause).
+    expect(pauses.length).to.equal(Math.floor(purged / 2));
+    for (const ms of pauses) expect(ms).to.be.greaterThan(0);
+  });
+
+  it('when the signal aborts during a pause (shutdown), then the purge ends before its next batch', async () => {
+    const tenant = await expiredRecords(5);
+    const stop = new AbortController();
+    let pauses = 0;
+    const purged = await purgeExpired((await sharedServer()).services.sequelize, {
+      batchSize: 2,
+      maxBatches: Number.POSITIVE_INFINITY,
+      busyPercent: 25,
+      signal: stop.signal,
+      wait: async () => {
+        pauses++;
+        stop.abort();
+      },
+    });
+    expect(pauses).to.equal(1);
+    expect(purged).to.equal(2);
+    // At least 3 of the 5 are still there (the first batch may have taken other tests' leftovers).
+    expect((await recordsOf(tenant)).length).to.be.at.least(3);
   });
 });

@@ -60,6 +60,13 @@ describe('configuration (CONTRACT section 8)', () => {
     for (const name of ['PORT:', 'IDEMPOTENCY_WAIT_MS:', 'LOG_LEVEL:']) expect(message).to.include(name);
   });
 
+  it('when PURGE_BUSY_PERCENT is outside 1–100, then start is refused naming it; unset, the purge is paced at 25%', () => {
+    expect(refusal({ PURGE_BUSY_PERCENT: '0' })).to.include('PURGE_BUSY_PERCENT:');
+    expect(refusal({ PURGE_BUSY_PERCENT: '101' })).to.include('PURGE_BUSY_PERCENT:');
+    expect(loadConfig({}).PURGE_BUSY_PERCENT).to.equal(25);
+    expect(loadConfig({ PURGE_BUSY_PERCENT: '100' }).PURGE_BUSY_PERCENT).to.equal(100);
+  });
+
   it('when a previous response key is not 32 bytes, then start is refused naming RESPONSE_ENCRYPTION_PREVIOUS_KEYS', () => {
     expect(refusal({ RESPONSE_ENCRYPTION_PREVIOUS_KEYS: `k0:${key30}` })).to.include(
       'RESPONSE_ENCRYPTION_PREVIOUS_KEYS:',
