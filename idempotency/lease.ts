@@ -40,9 +40,15 @@ export class LeaseStore {
 
   /**
    * Tx 1: inserts the PROCESSING record with a fresh lease and takes an in-flight slot as its holder
-   * (caps.ts); or says which cap refused (null: a record of this key is there).
+   * (caps.ts); or says which cap refused (null: a record of this key is there). `alongside`, one
+   * read-only statement as text (escaped literals), runs after the claim in the same round trip,
+   * whatever the claim's outcome; its rows come back with the lease.
    */
-  async claim(t: FoldedTransaction, req: ClaimRequest): Promise<{ lease: Lease } | { cap: Cap | null }> {
+  async claim(
+    t: FoldedTransaction,
+    req: ClaimRequest,
+    alongside?: string,
+  ): Promise<{ lease: Lease; alongside: unknown[] } | { cap: Cap | null }> {
     const owner = newOwnerToken();
     const until = Date.now() + this.leaseMs;
     // The transaction's BEGIN rides with the claim (folded-transaction.ts).
@@ -60,9 +66,11 @@ export class LeaseStore {
         fieldHashes: req.fieldHashes,
         lease: { owner, seconds: this.leaseMs / 1000 },
       },
-      { first: 'BEGIN;' },
+      { first: 'BEGIN;', after: alongside },
     );
-    return result.claimed ? { lease: { scopeKey: req.scopeKey, owner, until } } : { cap: result.cap };
+    return result.claimed
+      ? { lease: { scopeKey: req.scopeKey, owner, until }, alongside: alongside ? result.after : [] }
+      : { cap: result.cap };
   }
 
   /** A resume makes a FAILED_RETRYABLE record PROCESSING again: it needs an in-flight slot too. */

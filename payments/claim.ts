@@ -12,7 +12,7 @@ import { Payment } from '../models/payment.js';
 import type { CreatePaymentInput } from './payment.schema.js';
 import type { PaymentDeps } from './payment-deps.js';
 import { paymentReply } from './payment-reply.js';
-import { preparePayment } from './prepare.js';
+import { type LookupRow, paymentLookupStatement, preparePayment } from './prepare.js';
 import { takeResume } from './resume.js';
 
 export type Claim =
@@ -62,7 +62,8 @@ export async function claimPayment(
     claim = await inFoldedTransaction<Claim | undefined>(deps.sequelize, async (t) => {
       let claimed: Awaited<ReturnType<typeof leases.claim>>;
       try {
-        claimed = await leases.claim(t, req);
+        // The order lookup rides with the claim: one round trip for both.
+        claimed = await leases.claim(t, req, paymentLookupStatement(auth, input));
       } catch (err) {
         // lock_timeout on our own key's uncommitted record: its request is in flight (202).
         if (isLockNotAvailable(err)) return { rollback: { kind: 'key_in_flight' } };
@@ -73,7 +74,7 @@ export async function claimPayment(
         return { rollback: undefined };
       }
       const { lease } = claimed;
-      const prepared = await preparePayment(t, auth, input);
+      const prepared = preparePayment(claimed.alongside[0] as LookupRow | undefined, auth, input);
       if (prepared.kind === 'refused') {
         await leases.finish(t, lease, 'FAILED_FINAL', failureReply(prepared.error));
         return { commit: { kind: 'refused', error: prepared.error } };

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import type { InferAttributes, Transaction } from 'sequelize';
+import type { InferAttributes } from 'sequelize';
 import { Conflict, type DomainError, Forbidden, NotFound, ValidationError } from '../core/errors.js';
 import type { Identity } from '../core/identity.js';
-import { sqlRows } from '../core/sql.js';
+import { sqlLiteral } from '../core/sql.js';
 import { Payment } from '../models/payment.js';
 import type { CreatePaymentInput } from './payment.schema.js';
 
@@ -13,7 +13,7 @@ export type Preparation =
   | { kind: 'refused'; error: DomainError };
 
 /** The order of the merchantOrderNo and the payment it already has, if any: one read. */
-const LOOKUP_SQL = `SELECT o.id AS "orderId", o.user_id AS "orderUserId", o.amount AS "orderAmount",
+const LOOKUP_SELECT = `SELECT o.id AS "orderId", o.user_id AS "orderUserId", o.amount AS "orderAmount",
        o.currency AS "orderCurrency", p.id, p.payment_no AS "paymentNo", p.merchant_id AS "merchantId",
        p.merchant_order_no AS "merchantOrderNo", p.order_id AS "paymentOrderId", p.user_id AS "userId",
        p.amount, p.currency, p.description, p.status, p.failure_reason AS "failureReason",
@@ -21,9 +21,17 @@ const LOOKUP_SQL = `SELECT o.id AS "orderId", o.user_id AS "orderUserId", o.amou
        p.updated_at AS "updatedAt"
   FROM orders o
   LEFT JOIN payments p ON p.merchant_id = o.tenant_id AND p.merchant_order_no = o.merchant_order_no
- WHERE o.tenant_id = $1 AND o.merchant_order_no = $2`;
+ WHERE`;
 
-interface LookupRow {
+/**
+ * The lookup as text with escaped literals, so that it rides in Tx 1's claim round trip (sent after
+ * the claim, in the same transaction: under READ COMMITTED it sees what a separate read would).
+ */
+export function paymentLookupStatement(auth: Identity, input: CreatePaymentInput): string {
+  return `${LOOKUP_SELECT} o.tenant_id = ${sqlLiteral(auth.tenantId)} AND o.merchant_order_no = ${sqlLiteral(input.merchantOrderNo)};`;
+}
+
+export interface LookupRow {
   orderId: string;
   orderUserId: string;
   orderAmount: string;
@@ -37,19 +45,13 @@ interface LookupRow {
  * The checks of CONTRACT section 3, in its order: no order → 404; another user's order → 403; a
  * payment for the merchantOrderNo → its amount and currency decide (same: that payment; different:
  * 409/40902); the order's amount differs → 400. Else a new payment (not yet written). The order and
- * an existing payment come from one read, in Tx 1.
+ * an existing payment come from one read (`paymentLookupStatement`, in Tx 1): `row` is its row.
  */
-export async function preparePayment(
-  t: Transaction,
+export function preparePayment(
+  row: LookupRow | undefined,
   auth: Identity,
   input: CreatePaymentInput,
-): Promise<Preparation> {
-  const [row] = await sqlRows<LookupRow>(
-    Payment.sequelize!,
-    LOOKUP_SQL,
-    [auth.tenantId, input.merchantOrderNo],
-    t,
-  );
+): Preparation {
   if (!row) return { kind: 'refused', error: new NotFound('No order with this merchantOrderNo') };
   if (auth.role !== 'admin' && String(row.orderUserId) !== auth.userId) {
     return { kind: 'refused', error: new Forbidden('Not your order') };
