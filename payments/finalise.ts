@@ -11,10 +11,10 @@ export type Finalised = { kind: 'final'; reply: Reply } | { kind: 'fenced' };
 
 /**
  * Tx 2: payment, order and record move together to the charge's outcome, only while the lease is
- * ours. One statement (atomic by itself, so no transaction and one round trip): the record's
- * conditional update on our owner token decides, and the payment's and order's updates happen only
- * if it did. Fenced off: someone took over after our lease ended; they own the outcome now and
- * nothing is written.
+ * ours. One statement (atomic by itself, so no transaction and one round trip), `idem_finish_payment`
+ * (migration 20261124000002): the record's conditional update on our owner token decides, and the
+ * slot's, the payment's and the order's updates happen only if it did. Fenced off: someone took over
+ * after our lease ended; they own the outcome now and nothing is written.
  */
 export async function finalisePayment(
   deps: PaymentDeps,
@@ -37,16 +37,11 @@ export async function finalisePayment(
     { raw: true },
   );
   const reply = paymentReply(payment);
+  // The record's binds ($1..$5: scope key, owner, status, HTTP status, sealed reply) as finishParts makes them.
   const record = deps.engine.leases.finishParts(lease, 'SUCCEEDED', reply);
-  const rows = await sqlRows<{ n: string }>(
+  const rows = await sqlRows<{ n: number }>(
     deps.sequelize,
-    `WITH ${record.ctes},
-     paid AS (UPDATE payments SET status = $6, failure_reason = $7, charge_id = $8, resumable_since = NULL,
-                     updated_at = $9
-              WHERE id = $10 AND EXISTS (SELECT 1 FROM done) RETURNING 1),
-     ordered AS (UPDATE orders SET status = 'PAID', updated_at = $9
-                 WHERE id = $11 AND $12 AND EXISTS (SELECT 1 FROM done) RETURNING 1)
-     ${record.select}`,
+    'SELECT idem_finish_payment($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) AS n',
     [
       ...record.bind,
       payment.status,

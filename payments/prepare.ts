@@ -12,23 +12,14 @@ export type Preparation =
   | { kind: 'existing'; payment: Payment }
   | { kind: 'refused'; error: DomainError };
 
-/** The order of the merchantOrderNo and the payment it already has, if any: one read. */
-const LOOKUP_SELECT = `SELECT o.id AS "orderId", o.user_id AS "orderUserId", o.amount AS "orderAmount",
-       o.currency AS "orderCurrency", p.id, p.payment_no AS "paymentNo", p.merchant_id AS "merchantId",
-       p.merchant_order_no AS "merchantOrderNo", p.order_id AS "paymentOrderId", p.user_id AS "userId",
-       p.amount, p.currency, p.description, p.status, p.failure_reason AS "failureReason",
-       p.charge_id AS "chargeId", p.resumable_since AS "resumableSince", p.created_at AS "createdAt",
-       p.updated_at AS "updatedAt"
-  FROM orders o
-  LEFT JOIN payments p ON p.merchant_id = o.tenant_id AND p.merchant_order_no = o.merchant_order_no
- WHERE`;
-
 /**
- * The lookup as text with escaped literals, so that it rides in Tx 1's claim round trip (sent after
- * the claim, in the same transaction: under READ COMMITTED it sees what a separate read would).
+ * The order of the merchantOrderNo and the payment it already has, if any: one read
+ * (`idem_payment_lookup`, migration 20261124000002), as text with escaped literals so that it rides
+ * in Tx 1's claim round trip (sent after the claim, in the same transaction: under READ COMMITTED it
+ * sees what a separate read would).
  */
 export function paymentLookupStatement(auth: Identity, input: CreatePaymentInput): string {
-  return `${LOOKUP_SELECT} o.tenant_id = ${sqlLiteral(auth.tenantId)} AND o.merchant_order_no = ${sqlLiteral(input.merchantOrderNo)};`;
+  return `SELECT * FROM idem_payment_lookup(${sqlLiteral(auth.tenantId)}, ${sqlLiteral(input.merchantOrderNo)});`;
 }
 
 export interface LookupRow {

@@ -111,7 +111,9 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
     );
     expect(claim, texts.join('\n')).to.be.greaterThan(0);
     // The order and any payment of its merchantOrderNo are read in the claim's round trip, after it.
-    expect(texts[claim]).to.match(/idem_claim\(.*\);\s*SELECT o\.id AS "orderId".* FROM orders o/s);
+    expect(texts[claim]).to.match(
+      /idem_claim\(.*\);\s*SELECT \* FROM idem_payment_lookup\('[^']+', 'mo-pay'\);$/s,
+    );
     expect(link, texts.join('\n')).to.be.greaterThan(claim);
     // Between them only Tx 1's own reads and writes: no START TRANSACTION or COMMIT of its own.
     expect(texts.slice(claim, link).some((t) => /^(START TRANSACTION|COMMIT);?$/.test(t))).to.equal(false);
@@ -121,10 +123,9 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
       texts.filter((t) => /^(START TRANSACTION|COMMIT);?$/.test(t)),
       texts.join('\n'),
     ).to.have.length(0);
-    const tx2 = texts.filter((t) => /^WITH done AS \(UPDATE idempotency_records SET status = /.test(t));
+    // (idem_finish_payment, migration 20261124000002: the record, its slot, the payment, the order.)
+    const tx2 = texts.filter((t) => /^SELECT idem_finish_payment\(\$1, /.test(t));
     expect(tx2, texts.join('\n')).to.have.length(1);
-    expect(tx2[0]).to.match(/paid AS \(UPDATE payments SET status = /);
-    expect(tx2[0]).to.match(/ordered AS \(UPDATE orders SET status = 'PAID'/);
     // Four round trips in all: auth with the record read; BEGIN + lease claim + the order and any
     // payment of its merchantOrderNo; the payment row + the record's link + COMMIT; Tx 2.
     expect(texts, texts.join('\n')).to.have.length(4);
