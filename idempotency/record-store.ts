@@ -82,6 +82,7 @@ export function claimLocal(
 /**
  * The record's final state and the COMMIT in one round trip (a FAILED_FINAL first rolls the
  * business write back to the claim's savepoint). Values as escaped literals: one simple query.
+ * The UPDATE is `idem_finish_local` (migration 20261124000003), so its plan is kept per session.
  */
 export async function finishLocal(
   t: FoldedTransaction,
@@ -93,10 +94,7 @@ export async function finishLocal(
 ): Promise<void> {
   const lit = sqlLiteral;
   await t.commitWith(
-    `${status === 'FAILED_FINAL' ? 'ROLLBACK TO SAVEPOINT idem_business;\n' : ''}UPDATE idempotency_records
-     SET status = ${lit(status)}, http_status = ${Math.trunc(httpStatus)}, response_body = ${lit(responseBody)},
-         resource_id = ${resourceId === null ? 'NULL' : lit(resourceId)}, updated_at = now()
-     WHERE scope_key = ${lit(scopeKey)};`,
+    `${status === 'FAILED_FINAL' ? 'ROLLBACK TO SAVEPOINT idem_business;\n' : ''}SELECT idem_finish_local(${lit(scopeKey)}, ${lit(status)}, ${Math.trunc(httpStatus)}, ${lit(responseBody)}, ${resourceId === null ? 'NULL' : lit(resourceId)});`,
   );
 }
 

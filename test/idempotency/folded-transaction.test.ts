@@ -57,7 +57,7 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
     expect(texts[1]).to.match(
       /SAVEPOINT idem_business; INSERT INTO orders .* WHERE current_setting\('idem\.claimed', true\) = '[^']+' RETURNING .*;$/,
     );
-    expect(texts[2]).to.match(/^UPDATE idempotency_records SET status = 'SUCCEEDED'.*; COMMIT;$/);
+    expect(texts[2]).to.match(/^SELECT idem_finish_local\('[^']+', 'SUCCEEDED', 201, .*\); COMMIT;$/);
     expect(texts.some((t) => /^(START TRANSACTION|COMMIT);?$/.test(t))).to.equal(false);
 
     const records = await recordsOf(tenant);
@@ -83,7 +83,7 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
     expect(first.status, first.text).to.equal(409);
     const last = texts[texts.length - 1];
     expect(last).to.match(
-      /^ROLLBACK TO SAVEPOINT idem_business; UPDATE idempotency_records SET status = 'FAILED_FINAL'.*; COMMIT;$/,
+      /^ROLLBACK TO SAVEPOINT idem_business; SELECT idem_finish_local\('[^']+', 'FAILED_FINAL', 409, .*\); COMMIT;$/,
     );
     const again = await order(tenant, key, 'mo-taken');
     expect(again.status).to.equal(409);
