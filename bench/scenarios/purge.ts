@@ -4,39 +4,9 @@ import { createSequelize } from '../../core/database.js';
 import { DELETE_RECORDS_PLAN, deleteRecordsStatement } from '../../idempotency/caps.js';
 import { purgeExpired } from '../../idempotency/purge-expired.js';
 import type { BenchRun } from '../bench-run.js';
-import { type LoadResult, percentile } from '../load.js';
-import { count, explain, fill, loadRow, measure, rowsLabel, settle } from '../measure.js';
+import type { LoadResult } from '../load.js';
+import { combine, count, explain, fill, loadRow, measure, rowsLabel, settle } from '../measure.js';
 import { r2, ratio } from '../report.js';
-
-/** Segments of one condition as one result: latencies merged, throughput over their total time. */
-function merged(segments: LoadResult[]): Omit<LoadResult, 'samples'> & { segments: number } {
-  const all = new Float64Array(segments.reduce((n, s) => n + s.samples.length, 0));
-  let at = 0;
-  for (const s of segments) {
-    all.set(s.samples, at);
-    at += s.samples.length;
-  }
-  all.sort();
-  const statuses: Record<string, number> = {};
-  for (const s of segments) {
-    for (const [code, n] of Object.entries(s.statuses)) statuses[code] = (statuses[code] ?? 0) + n;
-  }
-  const durationSec = segments.reduce((t, s) => t + s.durationSec, 0);
-  const created = segments.reduce((t, s) => t + s.created, 0);
-  return {
-    segments: segments.length,
-    durationSec,
-    responses: all.length,
-    created,
-    rps: durationSec > 0 ? created / durationSec : 0,
-    p50: percentile(all, 0.5),
-    p90: percentile(all, 0.9),
-    p99: percentile(all, 0.99),
-    max: all.length > 0 ? all[all.length - 1] : Number.NaN,
-    statuses,
-    errors: segments.reduce((t, s) => t + s.errors, 0),
-  };
-}
 
 /**
  * A backlog of expired records purged under idempotent-create load, as the service's job purges it
@@ -88,8 +58,8 @@ export async function purgeScenario(ctx: BenchRun): Promise<void> {
   } finally {
     await sequelize.close();
   }
-  const quiet = merged(off);
-  const during = merged(on);
+  const quiet = combine(off);
+  const during = combine(on);
   results['purge-off'] = quiet;
   results['purge-on'] = during;
   const left = await count(
