@@ -53,7 +53,7 @@ export function signToken(
 /**
  * Tokens this process has verified, by secret and then by the token's exact text, until their `exp`:
  * a client sends the same token with every request, and checking its signature again each time
- * (base64, JSON, HMAC) cost about 5% of a create's CPU. A hit is the same bytes checked before with
+ * (base64, JSON, HMAC: about 11 µs here) is about 2% of a create's CPU. A hit is the same bytes checked before with
  * the same key, so it answers exactly what verifying again would while `exp` lies ahead (a failed
  * verification is never kept). Bounded: forgotten wholesale at 10,000 tokens.
  */
