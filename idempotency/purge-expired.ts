@@ -15,6 +15,8 @@ export interface PurgeOptions {
   busyPercent?: number;
   /** Ends the purge between batches (and cuts a pause short): shutdown. */
   signal?: AbortSignal;
+  /** Told each batch's count as it commits (a paced run over a backlog lasts minutes: metrics move as it goes). */
+  onBatch?: (deleted: number) => void;
   /** How a pause is waited (a timer; tests pass their own). Resolves early when `signal` aborts. */
   wait?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
@@ -37,7 +39,7 @@ export function pauseAfterBatch(busyMs: number, busyPercent: number): number {
  * small machine the purging backend does not take a whole core from the requests.
  */
 export async function purgeExpired(sequelize: Sequelize, options: PurgeOptions = {}): Promise<number> {
-  const { batchSize = 500, maxBatches = 100, busyPercent = 100, signal, wait = timerWait } = options;
+  const { batchSize = 500, maxBatches = 100, busyPercent = 100, signal, onBatch, wait = timerWait } = options;
   let total = 0;
   for (let i = 0; i < maxBatches && !signal?.aborted; i++) {
     await failpoint('purge.batch');
@@ -50,6 +52,7 @@ export async function purgeExpired(sequelize: Sequelize, options: PurgeOptions =
       batchSize,
     );
     total += n;
+    if (n > 0) onBatch?.(n);
     if (n < batchSize) break;
     const pause = pauseAfterBatch(performance.now() - started, busyPercent);
     if (pause > 0) await wait(pause, signal);

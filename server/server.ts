@@ -104,9 +104,11 @@ export async function startServer(config: Config): Promise<RunningServer> {
         maxBatches: Number.POSITIVE_INFINITY,
         busyPercent: config.PURGE_BUSY_PERCENT,
         signal,
+        onBatch: (deleted) => {
+          metrics.purged.inc(deleted);
+          metrics.idempotency.inc({ operation: 'all', outcome: 'purged' }, deleted);
+        },
       });
-      metrics.purged.inc(purged);
-      metrics.idempotency.inc({ operation: 'all', outcome: 'purged' }, purged);
       if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
     }),
     every('payment-recoverer', config.RECOVERER_INTERVAL_MS, logger, async () => {

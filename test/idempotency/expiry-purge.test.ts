@@ -162,9 +162,10 @@ describe('purge pacing', () => {
     return tenant;
   }
 
-  it('when paced, then it waits after each full batch (never after the last, short one) and still purges the whole backlog', async () => {
+  it('when paced, then it waits after each full batch (never after the last, short one), tells the count of each batch, and still purges the whole backlog', async () => {
     const tenant = await expiredRecords(5);
     const pauses: number[] = [];
+    const batches: number[] = [];
     const purged = await purgeExpired((await sharedServer()).services.sequelize, {
       batchSize: 2,
       maxBatches: Number.POSITIVE_INFINITY,
@@ -172,7 +173,10 @@ describe('purge pacing', () => {
       wait: async (ms) => {
         pauses.push(ms);
       },
+      onBatch: (deleted) => batches.push(deleted),
     });
+    // Each batch's count is told as it commits (the service's metrics), and they add up.
+    expect(batches.reduce((a, b) => a + b, 0)).to.equal(purged);
     expect(purged).to.be.at.least(5);
     expect(await recordsOf(tenant)).to.deep.equal([]);
     // Batches of 2: at least two full ones (each followed by a pause), then a short one (none).
