@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 
 /**
  * Bumped whenever a rule below changes, so old and new instances never compare unlike digests.
@@ -87,6 +87,22 @@ export function fingerprintV1(key: string, input: FingerprintInput): string {
   return digest(key, 'fp1', input, normaliseBodyV1(input.body, input.nonBusiness));
 }
 
+/**
+ * The HMAC key as a KeyObject, made once per secret: `createHmac` with a string key imports it again
+ * on every call (4.3 µs against 2.3 µs per HMAC here; a keyed create computes three).
+ */
+const hmacKeys = new Map<string, KeyObject>();
+function hmac(key: string) {
+  let keyObject = hmacKeys.get(key);
+  if (!keyObject) {
+    // One secret per process in practice; a test that varies it must not grow the map for ever.
+    if (hmacKeys.size >= 16) hmacKeys.clear();
+    keyObject = createSecretKey(key, 'utf8');
+    hmacKeys.set(key, keyObject);
+  }
+  return createHmac('sha256', keyObject);
+}
+
 function digest(key: string, version: string, input: FingerprintInput, body: string): string {
   const parts = [
     version,
@@ -98,7 +114,7 @@ function digest(key: string, version: string, input: FingerprintInput, body: str
     input.userId,
   ].map((p) => JSON.stringify(p));
   parts.push(body);
-  return createHmac('sha256', key).update(parts.join('\n')).digest('hex');
+  return hmac(key).update(parts.join('\n')).digest('hex');
 }
 
 /**
@@ -123,7 +139,7 @@ export function fieldDigests(key: string, input: FingerprintInput): Record<strin
       field,
       canonicalJson(value),
     ]);
-    out[field] = createHmac('sha256', key).update(message).digest('hex').slice(0, 32);
+    out[field] = hmac(key).update(message).digest('hex').slice(0, 32);
   }
   return out;
 }
