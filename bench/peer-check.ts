@@ -6,6 +6,7 @@ export interface PeerProof {
   replay: string;
   mismatch: string;
   concurrent: { answers: Record<string, number>; rows: number };
+  taken: string;
 }
 
 interface Sent {
@@ -33,7 +34,8 @@ async function post(url: string, token: string, key: string | undefined, body: o
 
 /**
  * The peer must be correct before its speed means anything: a replay replays (same user, marked),
- * another body under the key is 409 40901, and 16 concurrent duplicates create one row. Throws,
+ * another body under the key is 409 40901, 16 concurrent duplicates create one row, and a username
+ * already taken is 409 40904 as in the service, with or without a key (then replayed as such). Throws,
  * naming what failed, otherwise returns what it saw.
  */
 export async function provePeer(
@@ -70,9 +72,22 @@ export async function provePeer(
     [stormBody.name],
   );
   if (rows[0]?.n !== 1) fail(`16 concurrent duplicates made ${rows[0]?.n} rows`);
+
+  const username = `peer-${randomUUID().slice(0, 12)}`;
+  const owner = await post(url, token, undefined, { name: 'taken', age: 20, username });
+  if (owner.status !== 201) fail(`a create with a new username answered ${owner.status}`);
+  const twice = await post(url, token, undefined, { name: 'taken again', age: 21, username });
+  if (twice.status !== 409 || twice.body.code !== 40904)
+    fail(`a taken username without a key answered ${twice.status}/${twice.body.code}`);
+  const takenKey = `peer-taken-${randomUUID()}`;
+  const keyed = await post(url, token, takenKey, { name: 'taken keyed', age: 22, username });
+  const retried = await post(url, token, takenKey, { name: 'taken keyed', age: 22, username });
+  if (keyed.status !== 409 || keyed.body.code !== 40904 || retried.status !== 409 || !retried.replayed)
+    fail(`a taken username with a key answered ${keyed.status}/${keyed.body.code}, then ${retried.status}`);
   return {
     replay: `201 replayed, same id ${first.body.data?.id}`,
     mismatch: '409 40901',
     concurrent: { answers, rows: rows[0].n },
+    taken: '409 40904, with a key replayed',
   };
 }

@@ -7,7 +7,8 @@
  *
  * - Express 5, `pg` Pool (max = DB_POOL_MAX), jsonwebtoken (HS256 with a cached KeyObject, `exp`
  *   required, `sub` and `tid` format checked), zod (strict body; a 400 in the envelope).
- * - Without a key: one `INSERT ... RETURNING`.
+ * - Without a key: one `INSERT ... ON CONFLICT DO NOTHING RETURNING` (a username or email already
+ *   taken in the tenant is a 409, as in the service: the same two unique indexes).
  * - With `Idempotency-Key`: one transaction: `BEGIN` + `SET LOCAL lock_timeout`, the key's `INSERT
  *   ... ON CONFLICT DO NOTHING RETURNING` (a duplicate in flight waits on the key, bounded), on
  *   conflict a read: the stored answer replayed, 409 for another body, 202 while in flight; else the
@@ -60,6 +61,10 @@ await pool.query(`
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, user_id, key)
   );
+  -- The contract's create refuses a username or an email (case-insensitive) already taken in the
+  -- tenant (409): the same two unique indexes as the service's users table.
+  CREATE UNIQUE INDEX IF NOT EXISTS users_tenant_username_key ON ${SCHEMA}.users (tenant_id, username);
+  CREATE UNIQUE INDEX IF NOT EXISTS users_tenant_email_key ON ${SCHEMA}.users (tenant_id, lower(email));
 `);
 
 const claims = z.object({
@@ -104,9 +109,21 @@ function decrypt(b: Buffer): Answer {
 }
 
 type Row = Record<string, unknown>;
+// A taken username or email inserts nothing (no error, so a keyed create's transaction goes on and
+// stores the 409 like any other answer); which of the two was taken is read only then.
 const INSERT_USER = `INSERT INTO ${SCHEMA}.users (tenant_id, name, age, username, email, role, status)
-  VALUES ($1, $2, $3, $4, $5, $6, $7)
+  VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING
   RETURNING id::text, name, age, username, email, role, status, created_at, updated_at`;
+const TAKEN = `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${SCHEMA}.users WHERE tenant_id = $1 AND username = $2)
+  THEN 'username' ELSE 'email' END AS field`;
+
+async function insertUser(q: pg.Pool | pg.PoolClient, values: unknown[]): Promise<Answer> {
+  const { rows } = await q.query(INSERT_USER, values);
+  if (rows.length === 1) return created(rows[0]);
+  const taken = await q.query(TAKEN, [values[0], values[3]]);
+  return fail(409, 40904, `${taken.rows[0].field}: already taken`);
+}
+
 function created(row: Row): Answer {
   return {
     status: 201,
@@ -149,7 +166,7 @@ async function handle(req: Request): Promise<{ answer: Answer; replayed?: boolea
   const u = body.data;
   const values = [who.tid, u.name, u.age, u.username ?? null, u.email ?? null, u.role, u.status];
   const rawKey = req.get('idempotency-key');
-  if (rawKey === undefined) return { answer: created((await pool.query(INSERT_USER, values)).rows[0]) };
+  if (rawKey === undefined) return { answer: await insertUser(pool, values) };
 
   const key = keySchema.safeParse(rawKey);
   if (!key.success) return { answer: fail(400, 400, 'Idempotency-Key: 16 to 128 characters') };
@@ -180,7 +197,7 @@ async function handle(req: Request): Promise<{ answer: Answer; replayed?: boolea
         return { answer: fail(409, 40901, 'Idempotency-Key reused with a different request') };
       return { answer: decrypt(r.response as Buffer), replayed: true };
     }
-    const answer = created((await client.query(INSERT_USER, values)).rows[0]);
+    const answer = await insertUser(client, values);
     await client.query(
       `UPDATE ${SCHEMA}.idempotency_keys SET status = 'COMPLETED', http_status = $4, response = $5
        WHERE tenant_id = $1 AND user_id = $2 AND key = $3`,
