@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Response } from 'express';
 import type { Logger } from 'pino';
 import { deliveredFor } from '../routers/answer.js';
+import { localsOf } from './locals.js';
 import type { Metrics } from './metrics.js';
 
 /** The route label: a template (never a raw path with ids in it, which would explode cardinality). */
 export function routeOf(res: ServerResponse): string {
-  return String((res as Response).locals?.route ?? 'unmatched');
+  return localsOf(res).route ?? 'unmatched';
 }
 
 /**
@@ -38,7 +38,7 @@ export function accessLog(logger: Logger) {
       const route = routeOf(res);
       logger[level](
         {
-          reqId: String((res as Response).locals?.requestId ?? ''),
+          reqId: localsOf(res).requestId ?? '',
           req: { method: req.method, url: (req.url ?? '').split('?')[0] },
           res: { statusCode: res.statusCode },
           responseTime: Date.now() - started,

@@ -1,5 +1,6 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { createExpressMiddleware } from '@trpc/server/adapters/express';
-import express, { type Express, type Request, type Response } from 'express';
+import express, { type Request, type Response } from 'express';
 import { MethodNotAllowed, NotFound, UnsupportedMediaType } from '../core/errors.js';
 import { setFailpoints } from '../core/failpoints.js';
 import { deliveredFor, errorMeta } from '../routers/answer.js';
@@ -11,28 +12,42 @@ import { contextFor } from './context-for.js';
 import { docsRouter } from './docs.js';
 import { healthRouter } from './health.js';
 import { errorHandler, notFoundHandler, sendError } from './http-errors.js';
+import { localsOf } from './locals.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { requestId } from './request-id.js';
-import { createRestHandler, isJson } from './rest.js';
+import { createRestFront, isJson } from './rest.js';
 
-export function createApp(services: AppServices): Express {
+/**
+ * The service's request listener: the REST front (server/rest.ts) answers the REST routes, the load
+ * of the service, without Express; every other request goes on to the Express app below.
+ */
+export function createApp(services: AppServices): RequestListener {
+  const openapiDoc = buildOpenApiDocument(appRouter, '/');
+  const rest = createRestFront(appRouter, openapiDoc.paths ?? {}, services);
+  const app = createExpressApp(services, openapiDoc);
+  return (req: IncomingMessage, res: ServerResponse) => {
+    if (!rest(req, res)) app(req, res);
+  };
+}
+
+function createExpressApp(services: AppServices, openapiDoc: ReturnType<typeof buildOpenApiDocument>) {
   const { config, logger } = services;
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
 
-  const openapiDoc = buildOpenApiDocument(appRouter, '/');
   const procedures = new Set(Object.keys(appRouter._def.procedures));
   const fixedRoutes = new Set(['/healthz', '/readyz', '/openapi.json', '/docs', '/metrics']);
   app.use(requestId);
   app.use((req, res, next) => {
-    // Route label for logs and metrics: templates only (set by the REST facade), never raw paths.
-    if (fixedRoutes.has(req.path)) res.locals.route = req.path;
-    else if (req.path.startsWith('/docs/')) res.locals.route = '/docs/assets';
+    // Route label for logs and metrics: templates only, never raw paths (the REST front labels its own).
+    const locals = localsOf(res);
+    if (fixedRoutes.has(req.path)) locals.route = req.path;
+    else if (req.path.startsWith('/docs/')) locals.route = '/docs/assets';
     else if (req.path.startsWith('/trpc/')) {
       const name = req.path.slice('/trpc/'.length);
-      res.locals.route = procedures.has(name) ? `/trpc/${name}` : '/trpc/unknown';
+      locals.route = procedures.has(name) ? `/trpc/${name}` : '/trpc/unknown';
     }
     next();
   });
@@ -43,9 +58,6 @@ export function createApp(services: AppServices): Express {
     req.path.length > 1 && req.path.endsWith('/') ? sendError(res, new NotFound('No such path')) : next(),
   );
 
-  // The REST routes first: the requests that carry the load pass no other router's layers (a path
-  // that is not a REST route goes on; none of the routes below is one).
-  app.use(createRestHandler(appRouter, openapiDoc.paths ?? {}, services));
   app.use(healthRouter(services));
   // Test-only control channel for failpoints: mounted only with FAILPOINTS_CONTROL=1, which the
   // configuration refuses together with NODE_ENV=production.
@@ -83,7 +95,7 @@ export function createApp(services: AppServices): Express {
       router: appRouter,
       allowBatching: false,
       maxBodySize: config.MAX_BODY_BYTES,
-      createContext: ({ req, info }) => contextFor(services, req, info.signal),
+      createContext: ({ req, res, info }) => contextFor(services, req, res, info.signal),
       // tRPC answers a success with 200 and the payload (whose code says 202 or 200); the headers
       // of the answer (Location, Retry-After, Idempotent-Replayed) are set on this transport too.
       responseMeta: ({ ctx, errors }) =>
@@ -92,7 +104,8 @@ export function createApp(services: AppServices): Express {
           : { headers: deliveredFor(ctx?.request)?.headers ?? {} },
       onError: ({ error, req }) => {
         if (errorAnswer(error).internal) {
-          logger.error({ err: error, reqId: (req as Request).res?.locals.requestId }, 'unhandled error');
+          const res = (req as Request).res;
+          logger.error({ err: error, reqId: res ? localsOf(res).requestId : undefined }, 'unhandled error');
         }
       },
     }),

@@ -1,15 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Request } from 'express';
 import type { Cancellation } from '../idempotency/engine.js';
 import { type Context, createContextValue, type Services } from '../routers/context.js';
+import { localsOf } from './locals.js';
 
-/** The context of one HTTP request, on either transport (both adapters run inside express). */
+/** The context of one HTTP request, on either transport (the REST front, or tRPC's adapter in Express). */
 export function contextFor(
   services: Services,
   request: IncomingMessage,
+  response: ServerResponse,
   signal: Cancellation | undefined,
 ): Context {
-  const requestId = String((request as Request).res?.locals.requestId ?? '');
+  const requestId = localsOf(response).requestId ?? '';
   return createContextValue(services, request.headers, requestId, { request, signal });
 }
 

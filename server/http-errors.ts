@@ -1,4 +1,4 @@
-import type { NextFunction, Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import {
   DomainError,
@@ -9,13 +9,34 @@ import {
 } from '../core/errors.js';
 import { errorAnswer } from '../routers/error-answer.js';
 
-/** An error answered outside the procedures (routing, body reading), from the same error table. */
-export function sendError(res: Response, err: unknown): void {
-  const answer = errorAnswer(err);
-  res.status(answer.status).set(answer.headers).json(answer.body);
+/**
+ * A JSON answer on a plain node response (Express's `res.status().set().json()` without Express: the
+ * REST front answers outside it). A 204, or no body, ends without one; HEAD drops the body in node.
+ */
+export function writeJson(
+  res: ServerResponse,
+  status: number,
+  headers: Record<string, string>,
+  body: unknown,
+  contentType = 'application/json; charset=utf-8',
+): void {
+  res.statusCode = status;
+  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+  if (status === 204 || body === undefined) {
+    res.end();
+    return;
+  }
+  res.setHeader('Content-Type', contentType);
+  res.end(JSON.stringify(body));
 }
 
-export function notFoundHandler(_req: Request, res: Response): void {
+/** An error answered outside the procedures (routing, body reading), from the same error table. */
+export function sendError(res: ServerResponse, err: unknown): void {
+  const answer = errorAnswer(err);
+  writeJson(res, answer.status, answer.headers, answer.body);
+}
+
+export function notFoundHandler(_req: IncomingMessage, res: ServerResponse): void {
   sendError(res, new NotFound('No such path'));
 }
 
@@ -28,18 +49,25 @@ function isClientBodyError(err: unknown): boolean {
   return e?.status === 400 && e.expose === true;
 }
 
+/**
+ * A failure of the body reader (body-parser) as its contract error; anything else unchanged, and
+ * logged when it is not a domain error (it will be a 500).
+ */
+export function bodyReadError(err: unknown, logger: Logger, limit: number): unknown {
+  const type = (err as { type?: string })?.type;
+  if (type === 'entity.too.large') return new PayloadTooLarge(limit);
+  if (type === 'entity.parse.failed') return new ValidationError('body', 'malformed JSON');
+  if (type === 'charset.unsupported' || type === 'encoding.unsupported') return new UnsupportedMediaType();
+  if (type === 'request.aborted') return new ValidationError('body', 'request aborted');
+  if (isClientBodyError(err)) return new ValidationError('body', 'could not be read');
+  if (!(err instanceof DomainError)) logger.error({ err }, 'unhandled error');
+  return err;
+}
+
 /** Body-parser failures become their contract statuses; anything else is a generic 500. */
 export function errorHandler(logger: Logger, limit: number) {
-  return (err: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    const type = (err as { type?: string })?.type;
-    let mapped: unknown = err;
-    if (type === 'entity.too.large') mapped = new PayloadTooLarge(limit);
-    else if (type === 'entity.parse.failed') mapped = new ValidationError('body', 'malformed JSON');
-    else if (type === 'charset.unsupported' || type === 'encoding.unsupported')
-      mapped = new UnsupportedMediaType();
-    else if (type === 'request.aborted') mapped = new ValidationError('body', 'request aborted');
-    else if (isClientBodyError(err)) mapped = new ValidationError('body', 'could not be read');
-    else if (!(err instanceof DomainError)) logger.error({ err }, 'unhandled error');
+  return (err: unknown, _req: IncomingMessage, res: ServerResponse, _next: (err?: unknown) => void) => {
+    const mapped = bodyReadError(err, logger, limit);
     if (res.headersSent) return;
     sendError(res, mapped);
   };

@@ -1,6 +1,9 @@
+import { request } from 'node:http';
 import { expect } from 'chai';
 import { http } from '../support/http.js';
+import { sharedServer } from '../support/server.js';
 import { bearer, uniqueTenant } from '../support/tokens.js';
+import { adminOf } from '../support/users.js';
 
 describe('query integers and the tRPC media type', () => {
   for (const bad of ['1e3', '0x10', '+5', '1.5', '-1', '0', 'abc']) {
@@ -39,5 +42,43 @@ describe('query integers and the tRPC media type', () => {
     });
     expect(res.status).to.equal(415);
     expect(res.body).to.deep.equal({ code: 415, message: res.body.message, data: null });
+  });
+});
+
+/** One request with the target as given (fetch always sends origin-form): status and body. */
+function rawTarget(
+  url: string,
+  method: string,
+  target: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; body: string }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = request({ hostname, port, method, path: target, headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        text += c;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('request targets in absolute form (RFC 9112 section 3.2.2)', () => {
+  it('when a REST route is asked for as http://host/path?query, then it is routed by its path and query, as in origin form', async () => {
+    const { url } = await sharedServer();
+    const tenant = uniqueTenant();
+    const headers = { ...adminOf(tenant), 'content-type': 'application/json' };
+    const created = await rawTarget(url, 'POST', `${url}/api/v1/users`, headers, '{"name":"Abs","age":3}');
+    expect(created.status, created.body).to.equal(201);
+    const page = await rawTarget(url, 'GET', `${url}/api/v2/users?size=5`, headers);
+    expect(page.status, page.body).to.equal(200);
+    expect(JSON.parse(page.body).data).to.include({ page: 1, size: 5, total: 1 });
+    const health = await rawTarget(url, 'GET', `${url}/healthz`, {});
+    expect(health.status).to.equal(200);
   });
 });
