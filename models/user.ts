@@ -8,7 +8,14 @@ import {
   type Transaction,
 } from 'sequelize';
 import type { Role } from '../core/identity.js';
-import { type InsertShape, insertGuarded, insertOne, type SqlValue } from '../core/sql.js';
+import {
+  type InsertShape,
+  insertGuarded,
+  insertOne,
+  insertOneWhere,
+  type SqlGuard,
+  type SqlValue,
+} from '../core/sql.js';
 
 export type { Role };
 export type UserStatus = 'ACTIVE' | 'DISABLED';
@@ -78,6 +85,11 @@ export class User extends Model<InferAttributes<User>, InferCreationAttributes<U
    */
   static async insertRow(values: NewUser, transaction?: Transaction): Promise<UserRow> {
     return insertOne<UserRow>(User.sequelize!, USER_INSERT, userValues(values), transaction);
+  }
+
+  /** The same insert, only where `guard` holds in the same statement: undefined when it did not. */
+  static insertRowWhere(values: NewUser, guard: SqlGuard): Promise<UserRow | undefined> {
+    return insertOneWhere<UserRow>(User.sequelize!, USER_INSERT, userValues(values), guard);
   }
 
   /** The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts). */

@@ -27,8 +27,12 @@ export interface Context {
   request?: IncomingMessage;
 }
 
-/** After authentication; `prefetched`: the key's record, read with the user row (routers/auth/who.ts). */
-export type AuthedContext = Context & { auth: Identity; prefetched?: Prefetched };
+/**
+ * After authentication; `prefetched`: the key's record, read with the user row (routers/auth/who.ts).
+ * `userCheckInWrite`: the user row was not read; `auth` is the token's identity, and the write must
+ * carry the row's rule itself (routers/trpc.ts authedProcedure).
+ */
+export type AuthedContext = Context & { auth: Identity; prefetched?: Prefetched; userCheckInWrite?: boolean };
 
 export function createContextValue(
   services: Services,

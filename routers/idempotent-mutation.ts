@@ -4,10 +4,12 @@ import type { OpenApiMeta } from 'trpc-to-openapi';
 import { z } from 'zod';
 import type { Config } from '../core/config.js';
 import { type Envelope, ok, type Processing, processingSchema } from '../core/envelope.js';
+import type { SqlGuard } from '../core/sql.js';
 import type { IdempotentRequest, LocalResult, LocalWork } from '../idempotency/engine.js';
 import { readIdempotencyKey } from '../idempotency/key.js';
 import type { Outcome, Reply } from '../idempotency/outcome.js';
 import { type Answer, deliver } from './answer.js';
+import { refusedBecause, userAdmits } from './auth/who.js';
 import type { AuthedContext } from './context.js';
 import { errorAnswer } from './error-answer.js';
 import { idempotentRequest } from './idempotent-request.js';
@@ -57,9 +59,11 @@ interface Local<I extends z.ZodType, D extends { id: string }> extends Definitio
   run: Run<I, D>;
   /**
    * The same operation when it is one statement, run without a key outside any transaction (one
-   * statement is atomic by itself): 2 round trips (auth, the statement) instead of 4 (BEGIN, COMMIT).
+   * statement is atomic by itself). With `guard`, the statement writes only where it holds and the
+   * answer is undefined when it did not: the user row's rule checked by the write itself
+   * (routers/auth/who.ts `userAdmits`), one round trip in all instead of 2 (auth, the statement).
    */
-  runAlone?: (args: { ctx: AuthedContext; input: InputOf<I> }) => Promise<D>;
+  runAlone?: (args: { ctx: AuthedContext; input: InputOf<I>; guard?: SqlGuard }) => Promise<D | undefined>;
   /**
    * The same operation as one statement, for a request with a key: sent in the claim's round trip
    * (idempotency/engine.ts LocalStatement), 3 round trips instead of 4. `run` stays for the rest.
@@ -143,16 +147,48 @@ function procedure<I extends z.ZodType, O>(
       ...(status === 200 ? {} : { successStatus: status }),
       ...(status === 201 && location ? { createdLocation: true } : {}),
       idempotencyKey: def.key,
+      ...('runAlone' in def && def.runAlone ? { userCheckInWrite: def.admin ? 'admin' : 'any-role' } : {}),
     })
     .input(def.input)
     .output(output);
 }
 
-/** The key (400) and the role (403), in the order CONTRACT section 3 gives their answers. */
+/**
+ * The key (400) and the role (403), in the order CONTRACT section 3 gives their answers. Without the
+ * user row read (`userCheckInWrite`), the role is checked by the write instead (`runAlone`'s guard).
+ */
 function admit(ctx: AuthedContext, def: Definition<z.ZodType>): string | undefined {
   const key = readIdempotencyKey(ctx.headers['idempotency-key'], def.key === 'required');
-  if (def.admin) requireAdmin(ctx);
+  if (ctx.userCheckInWrite && (key !== undefined || !('runAlone' in def) || !def.runAlone)) {
+    // Only a keyless one-statement write carries the check; anything else must not run unchecked.
+    throw new Error('the user row was not read, and this write cannot check it');
+  }
+  if (def.admin && !ctx.userCheckInWrite) requireAdmin(ctx);
   return key;
+}
+
+/**
+ * A keyless one-statement write. When the user row was not read, the statement checks it; if it
+ * refused, the row is read for the 403 it means, or, when the row admits the request now (it
+ * changed in between), the write runs as after a read.
+ */
+async function runAloneChecked<In, D>(
+  ctx: AuthedContext,
+  def: { admin?: boolean },
+  runAlone: (args: { ctx: AuthedContext; input: In; guard?: SqlGuard }) => Promise<D | undefined>,
+  input: In,
+): Promise<D> {
+  if (!ctx.userCheckInWrite) return defined(await runAlone({ ctx, input }));
+  const admin = def.admin === true;
+  const written = await runAlone({ ctx, input, guard: userAdmits(ctx.auth, admin) });
+  if (written !== undefined) return written;
+  const auth = await refusedBecause(ctx.services.sequelize, ctx.auth, admin);
+  return defined(await runAlone({ ctx: { ...ctx, auth, userCheckInWrite: false }, input }));
+}
+
+function defined<D>(data: D | undefined): D {
+  if (data === undefined) throw new Error('a write without a guard answered nothing');
+  return data;
 }
 
 async function external<I extends z.ZodType, D>(
@@ -175,8 +211,10 @@ async function local<I extends z.ZodType, D extends { id: string } | void>(
   const key = admit(ctx, def);
   const execute = async (tx: Transaction) => successOf(def, await def.run({ ctx, input, tx }));
   if (!key) {
-    if ('runAlone' in def && def.runAlone)
-      return { kind: 'keyless', reply: successOf(def, await def.runAlone({ ctx, input })).reply };
+    if ('runAlone' in def && def.runAlone) {
+      const data = await runAloneChecked(ctx, def, def.runAlone, input);
+      return { kind: 'keyless', reply: successOf(def, data).reply };
+    }
     // No key: a plain transaction, so the operation is the same with or without one.
     const { reply } = await ctx.services.sequelize.transaction(execute);
     return { kind: 'keyless', reply };

@@ -13,6 +13,11 @@ export type ProcedureMeta = {
   createdLocation?: boolean;
   /** The Idempotency-Key header this operation takes. */
   idempotencyKey?: 'required' | 'optional';
+  /**
+   * Without a key, its one statement checks the user row itself (routers/trpc.ts authedProcedure):
+   * for a token of any role, or (`admin`) only for an admin's token.
+   */
+  userCheckInWrite?: 'admin' | 'any-role';
 };
 
 export type Meta = OpenApiMeta<ProcedureMeta>;
@@ -21,6 +26,7 @@ const metaSchema = z.object({
   successStatus: z.union([z.literal(201), z.literal(204)]).optional(),
   createdLocation: z.boolean().optional(),
   idempotencyKey: z.enum(['required', 'optional']).optional(),
+  userCheckInWrite: z.enum(['admin', 'any-role']).optional(),
   openapi: z.object({ method: z.string(), path: z.string() }).loose().optional(),
 });
 

@@ -4,7 +4,7 @@ import type { z } from 'zod';
 import { DomainError, Forbidden } from '../core/errors.js';
 import { IDEMPOTENCY_KEY_PATTERN, scopeKey } from '../idempotency/key.js';
 import { type Identity, verifyBearer } from './auth/jwt.js';
-import { readUser } from './auth/who.js';
+import { admittedAs, readUser, requireAdminRole } from './auth/who.js';
 import type { AuthedContext, Context } from './context.js';
 import { errorAnswer, toTrpcError } from './error-answer.js';
 import { ERROR_TABLE } from './error-table.js';
@@ -57,26 +57,43 @@ export const publicProcedure = t.procedure.use(domainErrorsKeepTheirCode);
 /**
  * Verifies the bearer token, then the user row when one exists: a DISABLED user is refused (403)
  * and the row's role wins over the token's, so a demotion takes effect before the token expires.
+ *
+ * A mutation whose write can check the row itself (meta `userCheckInWrite`: a keyless create that is
+ * one statement) reads nothing first: its statement carries the same rule (routers/auth/who.ts
+ * `userAdmits`), so it takes one round trip instead of two. Any other answer it ends with (a 400, say)
+ * is then held to the rule here afterwards: a DISABLED user's 403 comes first, as CONTRACT section 3
+ * ranks it with 401.
  */
-export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, type }) => {
+export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, type, meta }) => {
   const identity: Identity = verifyBearer(ctx.services.config.JWT_SECRET, ctx.headers.authorization);
+  const key = ctx.headers['idempotency-key'];
+  // Only when the token's role would do (a user token for an admin-only write is read first, so that
+  // it is refused before the write's own work, such as hashing a password).
+  const rideAlong =
+    meta?.userCheckInWrite === 'any-role' ||
+    (meta?.userCheckInWrite === 'admin' && identity.role === 'admin');
+  if (type === 'mutation' && rideAlong && key === undefined) {
+    const result = await next({ ctx: { auth: identity, userCheckInWrite: true } });
+    // A 403 was decided from the row already (the write's condition refused).
+    if (result.ok || result.error.cause instanceof Forbidden) return result;
+    const { row } = await readUser(ctx.services.sequelize, identity);
+    admittedAs(identity, row);
+    return result;
+  }
   // A mutation with a well-formed key: its record is read with the user row, one round trip (the
   // key's own checks, and a 400 for a malformed one, come later in the idempotent mutation).
-  const key = ctx.headers['idempotency-key'];
   const scope =
     type === 'mutation' && typeof key === 'string' && IDEMPOTENCY_KEY_PATTERN.test(key)
       ? scopeKey(identity.tenantId, identity.userId, path, key)
       : undefined;
   // On every authenticated request: a plain indexed read, no model instance built.
   const { row, prefetched } = await readUser(ctx.services.sequelize, identity, scope);
-  if (row?.status === 'DISABLED') throw new Forbidden('User is disabled');
-  const auth: Identity = row ? { ...identity, role: row.role } : identity;
-  return next({ ctx: { auth, prefetched } });
+  return next({ ctx: { auth: admittedAs(identity, row), prefetched } });
 });
 
 /** Refuses any role but admin (403). */
 export function requireAdmin(ctx: AuthedContext): void {
-  if (ctx.auth.role !== 'admin') throw new Forbidden('Admin role required');
+  requireAdminRole(ctx.auth);
 }
 
 /**

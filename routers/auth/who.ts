@@ -1,5 +1,6 @@
 import type { Sequelize } from 'sequelize';
-import { sqlRows } from '../../core/sql.js';
+import { Forbidden } from '../../core/errors.js';
+import { type SqlGuard, sqlRows } from '../../core/sql.js';
 import type { StoredRecord } from '../../idempotency/record-store.js';
 import type { User } from '../../models/user.js';
 import type { Identity } from './jwt.js';
@@ -55,4 +56,49 @@ function storedRecord(r: Omit<Joined, 'userStatus' | 'userRole'>): StoredRecord 
     fieldHashes: r.fieldHashes,
     expired: r.expired ?? false,
   };
+}
+
+/** Refuses any role but admin (403). */
+export function requireAdminRole(identity: Identity): void {
+  if (identity.role !== 'admin') throw new Forbidden('Admin role required');
+}
+
+/**
+ * The rule the user row sets for a request: a DISABLED user is refused (403, ranked with 401 by
+ * CONTRACT section 3), and the row's role wins over the token's (a demotion takes effect before the
+ * token expires). The identity to act as.
+ */
+export function admittedAs(identity: Identity, row: UserRow): Identity {
+  if (row?.status === 'DISABLED') throw new Forbidden('User is disabled');
+  return row ? { ...identity, role: row.role } : identity;
+}
+
+/**
+ * The same rule (and the admin role when `admin`) as a condition of a write, checked by the write's
+ * own statement: a keyless create then needs no read before it (one round trip instead of two),
+ * and a user disabled while the request was in flight is refused by the statement itself.
+ */
+export function userAdmits(identity: Identity, admin: boolean): SqlGuard {
+  return {
+    sql: (n) => `coalesce((SELECT CASE WHEN u.status = 'DISABLED' THEN 'DISABLED' ELSE u.role::text END
+       FROM users u WHERE u.id = $${n}::bigint AND u.tenant_id = $${n + 1}), $${n + 2})
+       ${admin ? "= 'admin'" : "<> 'DISABLED'"}`,
+    values: [identity.userId, identity.tenantId, identity.role],
+  };
+}
+
+/**
+ * After a write whose `userAdmits` condition refused: reads the row and throws the 403 it means
+ * (disabled, or not an admin). Returns the identity when the row admits the request now (it changed
+ * in between): the caller may then run the write as a request read first would.
+ */
+export async function refusedBecause(
+  sequelize: Sequelize,
+  identity: Identity,
+  admin: boolean,
+): Promise<Identity> {
+  const { row } = await readUser(sequelize, identity);
+  const auth = admittedAs(identity, row);
+  if (admin) requireAdminRole(auth);
+  return auth;
 }

@@ -2,7 +2,7 @@ import type { Transaction } from 'sequelize';
 import { rethrowUnique, uniqueAsConflict } from '../../core/db-errors.js';
 import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
-import { onlyRow } from '../../core/sql.js';
+import { onlyRow, type SqlGuard } from '../../core/sql.js';
 import { type NewUser, User, type UserRow } from '../../models/user.js';
 import { hashPassword } from '../auth/password.js';
 import type { BusinessStatement } from '../idempotent-mutation.js';
@@ -53,13 +53,34 @@ async function newUser(auth: Identity, input: CreateUserInput): Promise<NewUser>
   };
 }
 
-export async function createUser(auth: Identity, input: CreateUserInput, tx?: Transaction): Promise<UserDto> {
+/** The create's row written by `insert`, as the answer (a taken username or email: 409). */
+async function insertUser(
+  auth: Identity,
+  input: CreateUserInput,
+  insert: (row: NewUser) => Promise<UserRow | undefined>,
+): Promise<UserDto | undefined> {
   const row = await newUser(auth, input);
   try {
-    return toUserDto(await User.insertRow(row, tx));
+    const inserted = await insert(row);
+    return inserted && toUserDto(inserted);
   } catch (err) {
     rethrowUnique(err, UNIQUE);
   }
+}
+
+export async function createUser(auth: Identity, input: CreateUserInput, tx?: Transaction): Promise<UserDto> {
+  const user = await insertUser(auth, input, (row) => User.insertRow(row, tx));
+  if (!user) throw new Error('INSERT INTO users returned no row');
+  return user;
+}
+
+/** The same create, only where `guard` holds in the same statement (undefined when it did not). */
+export function createUserWhere(
+  auth: Identity,
+  input: CreateUserInput,
+  guard: SqlGuard,
+): Promise<UserDto | undefined> {
+  return insertUser(auth, input, (row) => User.insertRowWhere(row, guard));
 }
 
 /** The same create as one statement, for a keyed request (sent with the claim). */

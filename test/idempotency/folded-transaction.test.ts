@@ -2,37 +2,14 @@
 // BEGIN with the claim, COMMIT with the record's final state. Counted on the in-process server's
 // `pg` client (every Sequelize and raw query is one call of it: one round trip).
 import { expect } from 'chai';
-import pg from 'pg';
 import { QueryTypes } from 'sequelize';
 import { http } from '../support/http.js';
 import { createOrder } from '../support/orders.js';
 import { pay } from '../support/payment-calls.js';
+import { queriesDuring } from '../support/queries.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 import { recordsOf } from './support.js';
-
-type Query = (...args: unknown[]) => unknown;
-
-/** Every query text the in-process server sends while `fn` runs (the shared server shares this process). */
-async function queriesDuring(fn: () => Promise<void>): Promise<string[]> {
-  const texts: string[] = [];
-  const proto = pg.Client.prototype as unknown as { query: Query };
-  const original = proto.query;
-  proto.query = function (this: unknown, ...args: unknown[]) {
-    const first = args[0] as string | { text?: string } | undefined;
-    texts.push(typeof first === 'string' ? first : (first?.text ?? ''));
-    return original.apply(this, args);
-  };
-  try {
-    await fn();
-  } finally {
-    proto.query = original;
-  }
-  // The shared server's purge job (every PURGE_INTERVAL_MS) may fire meanwhile: not the request's.
-  return texts
-    .map((t) => t.replace(/\s+/g, ' ').trim())
-    .filter((t) => !t.startsWith('SET LOCAL enable_seqscan'));
-}
 
 describe('Mode A transaction folded into the engine statements (BEGIN with the claim, COMMIT with the final state)', () => {
   const order = (tenant: string, key: string, merchantOrderNo: string) =>

@@ -1,0 +1,147 @@
+// A keyless create by an admin's token reads no user row first: its INSERT carries the auth rule
+// (routers/auth/who.ts userAdmits; routers/trpc.ts authedProcedure). These tests hold it to the
+// answers of the read-first path: DISABLED and demoted users refused (and nothing written), the
+// row's role winning, a DISABLED user's 403 before a 400, and one round trip for a create.
+import { expect } from 'chai';
+import { QueryTypes } from 'sequelize';
+import { http } from '../support/http.js';
+import { queriesDuring } from '../support/queries.js';
+import { sharedServer } from '../support/server.js';
+import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
+import { trpcMutation } from '../support/trpc-http.js';
+import { adminOf, createUser, expectError, expectSuccess, uniqueUsername } from '../support/users.js';
+
+/** How many users the tenant has with this name. */
+async function usersNamed(tenant: string, name: string): Promise<number> {
+  const { sequelize } = (await sharedServer()).services;
+  const [row] = await sequelize.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM users WHERE tenant_id = :tenant AND name = :name',
+    { replacements: { tenant, name }, type: QueryTypes.SELECT },
+  );
+  return row.n;
+}
+
+/** A create by a new admin of a new tenant, with the queries the server sent for it. */
+async function createCounted(name: string, headers: Record<string, string> = {}) {
+  await sharedServer();
+  const tenant = uniqueTenant('ride');
+  const admin = await createUser(tenant, { role: 'admin' });
+  let status = 0;
+  const texts = await queriesDuring(async () => {
+    const res = await http('POST', '/api/v1/users', {
+      headers: { ...bearer(tenant, admin.id, 'admin'), ...headers },
+      body: { name, age: 3 },
+    });
+    status = res.status;
+  });
+  return { tenant, status, texts };
+}
+
+describe('keyless create: the user check rides in the INSERT (one round trip), with the answers of a read first', () => {
+  it('when an active admin creates a user without a key, then 201 in one round trip: the INSERT with the user row condition, no read before it', async () => {
+    const { tenant, status, texts } = await createCounted('Ride');
+    expect(status).to.equal(201);
+    expect(texts, texts.join('\n')).to.have.length(1);
+    expect(texts[0]).to.match(
+      /^INSERT INTO users \(.*\) SELECT .* WHERE coalesce\(\(SELECT CASE WHEN u\.status = 'DISABLED'/,
+    );
+    expect(await usersNamed(tenant, 'Ride')).to.equal(1);
+  });
+
+  it('when the admin row is DISABLED, then 403 "User is disabled" on REST and tRPC, and nothing is created', async () => {
+    const tenant = uniqueTenant('ride');
+    const disabled = await createUser(tenant, { role: 'admin', status: 'DISABLED' });
+    const headers = bearer(tenant, disabled.id, 'admin');
+    const rest = await http('POST', '/api/v1/users', { headers, body: { name: 'Nope', age: 3 } });
+    expectError(rest, 403);
+    expect(rest.body.message).to.equal('User is disabled');
+    const trpc = await trpcMutation('users.create', { name: 'Nope', age: 3 }, headers);
+    expect(trpc.status).to.equal(403);
+    expect(trpc.body.error.message).to.equal('User is disabled');
+    expect(await usersNamed(tenant, 'Nope')).to.equal(0);
+  });
+
+  it('when a DISABLED admin sends an invalid body or a taken username, then 403 (it ranks with 401, before 400 and 409)', async () => {
+    const tenant = uniqueTenant('ride');
+    const username = uniqueUsername();
+    await createUser(tenant, { username });
+    const disabled = await createUser(tenant, { role: 'admin', status: 'DISABLED' });
+    const headers = bearer(tenant, disabled.id, 'admin');
+    const invalid = await http('POST', '/api/v1/users', { headers, body: { name: '', age: -1, extra: 1 } });
+    expectError(invalid, 403);
+    expect(invalid.body.message).to.equal('User is disabled');
+    const taken = await http('POST', '/api/v1/users', { headers, body: { name: 'Taken', age: 3, username } });
+    expectError(taken, 403);
+    // The same requests from an active admin: 400 and 409.
+    expectError(
+      await http('POST', '/api/v1/users', { headers: adminOf(tenant), body: { name: '', age: -1 } }),
+      400,
+    );
+    expectError(
+      await http('POST', '/api/v1/users', {
+        headers: adminOf(tenant),
+        body: { name: 'Taken', age: 3, username },
+      }),
+      409,
+      40904,
+    );
+  });
+
+  it("when the row's role is 'user' but the token claims admin, then 403 \"Admin role required\" and nothing is created; a user token whose row is admin creates", async () => {
+    const tenant = uniqueTenant('ride');
+    const demoted = await createUser(tenant, { role: 'user' });
+    const refused = await http('POST', '/api/v1/users', {
+      headers: bearer(tenant, demoted.id, 'admin'),
+      body: { name: 'Demoted', age: 3 },
+    });
+    expectError(refused, 403);
+    expect(refused.body.message).to.equal('Admin role required');
+    expect(await usersNamed(tenant, 'Demoted')).to.equal(0);
+
+    const promoted = await createUser(tenant, { role: 'admin' });
+    const made = await http('POST', '/api/v1/users', {
+      headers: bearer(tenant, promoted.id, 'user'),
+      body: { name: 'Promoted', age: 3 },
+    });
+    expectSuccess(made, 201);
+    expect(await usersNamed(tenant, 'Promoted')).to.equal(1);
+  });
+
+  it('when the token has no user row in its tenant (an operator, or a row of another tenant), then its own role decides', async () => {
+    const tenant = uniqueTenant('ride');
+    const elsewhere = await createUser(uniqueTenant('ride'), { role: 'user', status: 'DISABLED' });
+    expectSuccess(
+      await http('POST', '/api/v1/users', {
+        headers: bearer(tenant, elsewhere.id, 'admin'),
+        body: { name: 'Op', age: 3 },
+      }),
+      201,
+    );
+    expectSuccess(
+      await http('POST', '/api/v1/users', { headers: adminOf(tenant), body: { name: 'Op', age: 4 } }),
+      201,
+    );
+    expect(await usersNamed(tenant, 'Op')).to.equal(2);
+  });
+
+  it('when the admin is disabled between two creates, then the second is refused at once (no cached check)', async () => {
+    const tenant = uniqueTenant('ride');
+    const admin = await createUser(tenant, { role: 'admin' });
+    const headers = bearer(tenant, admin.id, 'admin');
+    expectSuccess(await http('POST', '/api/v1/users', { headers, body: { name: 'Before', age: 3 } }), 201);
+    expectSuccess(
+      await http('PUT', `/api/v1/users/${admin.id}/status`, {
+        headers: adminOf(tenant),
+        body: { status: 'DISABLED' },
+      }),
+    );
+    expectError(await http('POST', '/api/v1/users', { headers, body: { name: 'After', age: 3 } }), 403);
+    expect(await usersNamed(tenant, 'After')).to.equal(0);
+  });
+
+  it('when the create carries a key, then the user row is read first as before (the keyed path is unchanged)', async () => {
+    const { status, texts } = await createCounted('Keyed', { 'Idempotency-Key': idempotencyKey() });
+    expect(status).to.equal(201);
+    expect(texts[0]).to.match(/^SELECT \* FROM idem_auth_read/);
+  });
+});
