@@ -50,6 +50,28 @@ describe('in-flight cap: strict for a burst of one user over 3 instances', funct
     expect(res.headers.get('retry-after')).to.match(/^[1-9][0-9]*$/);
   }
 
+  /**
+   * A burst's answers: at most 20 admitted (one of `admittedAs`), and at least the other 10 not: 429
+   * 42901, or 503 for a request that waited out the 1 s wait bound before its claim (possible on a
+   * loaded machine, e.g. for a pool connection; CONTRACT section 5, "Waits are bounded"), both with
+   * Retry-After. Any other answer fails, with every status shown (one CI run saw 9 refused and 20
+   * admitted, the 30th answer unrecorded).
+   */
+  function expectCapped(burst: HttpResult[], admittedAs: number[]) {
+    const statuses = burst.map((r) => r.status).join(',');
+    const refused = burst.filter((r) => r.status === 429);
+    const busy = burst.filter((r) => r.status === 503);
+    for (const r of refused) expect429(r);
+    for (const r of busy) expect(r.headers.get('retry-after'), r.text).to.match(/^[1-9][0-9]*$/);
+    const others = burst
+      .filter((r) => ![...admittedAs, 429, 503].includes(r.status))
+      .map((r) => `${r.status} ${r.text}`);
+    expect(others, `unexpected answers (${statuses})`).to.deep.equal([]);
+    const admitted = burst.filter((r) => admittedAs.includes(r.status));
+    expect(admitted.length, `admitted (${statuses})`).to.be.at.most(20);
+    expect(refused.length + busy.length, `not admitted (${statuses})`).to.be.at.least(10);
+  }
+
   it('when one user sends 30 payment keys at once over 3 instances, then at most 20 are admitted, the rest get 429 42901 with Retry-After, and every one is paid once afterwards', async () => {
     const tenant = uniqueTenant('burst');
     const auth = bearer(tenant, '870000001');
@@ -60,12 +82,7 @@ describe('in-flight cap: strict for a burst of one user over 3 instances', funct
     const burst = await Promise.all(bodies.map((b, i) => pay(instances[i % 3].url, auth, keys[i], b)));
     await slot.client.setFaults({});
 
-    const refused = burst.filter((r) => r.status === 429);
-    const admitted = burst.filter((r) => r.status !== 429);
-    for (const r of refused) expect429(r);
-    for (const r of admitted) expect([201, 202], r.text).to.include(r.status);
-    expect(admitted.length, 'admitted').to.be.at.most(20);
-    expect(refused.length, 'refused').to.be.at.least(10);
+    expectCapped(burst, [201, 202]);
 
     const finals = await Promise.all(
       bodies.map((b, i) =>
@@ -162,14 +179,15 @@ describe('in-flight cap: strict for a burst of one user over 3 instances', funct
           body: { merchantOrderNo: `mo-${i}`, amount: '2.00' },
         });
       const burst = await Promise.all(keys.map((_, i) => send(i)));
-      const refused = burst.filter((r) => r.status === 429);
-      for (const r of refused) expect429(r);
-      expect(burst.filter((r) => r.status === 201).length, 'admitted').to.be.at.most(20);
-      expect(refused.length, 'refused').to.be.at.least(10);
+      expectCapped(burst, [201]);
       await failpoints('');
       for (let i = 0; i < keys.length; i++) {
         if (burst[i].status === 201) continue;
-        const again = await send(i);
+        let again = await send(i);
+        for (let n = 0; again.status === 503 && n < 20; n++) {
+          await new Promise((resolve) => setTimeout(resolve, 250));
+          again = await send(i);
+        }
         expect(again.status, again.text).to.equal(201);
       }
       const [rows] = await db.sequelize.query('SELECT count(*)::int AS n FROM orders WHERE tenant_id = $1', {
