@@ -109,30 +109,6 @@ export async function insertOne<R>(
   return onlyRow<R>(rows, shape.table);
 }
 
-/** A condition on a statement, with its own parameters (numbered from `first`). */
-export interface SqlGuard {
-  sql(first: number): string;
-  values: readonly SqlValue[];
-}
-
-/**
- * The INSERT with parameters, inserting only where `guard` holds (`INSERT ... SELECT ... WHERE`,
- * each value cast to its column's type): the row it returned, or undefined when the guard refused.
- */
-export async function insertOneWhere<R>(
-  sequelize: Sequelize,
-  shape: InsertShape,
-  values: readonly SqlValue[],
-  guard: SqlGuard,
-): Promise<R | undefined> {
-  if (values.length !== shape.columns.length) throw new Error(`${shape.table}: ${values.length} values`);
-  const params = shape.columns.map(([, type], i) => `$${i + 1}::${type}`).join(', ');
-  const text = `INSERT INTO ${shape.table} (${columnList(shape)}) SELECT ${params}
-     WHERE ${guard.sql(values.length + 1)} RETURNING ${shape.returning}`;
-  const rows = await sqlRows(sequelize, text, [...values, ...guard.values]);
-  return rows.length === 0 ? undefined : onlyRow<R>(rows, shape.table);
-}
-
 /**
  * The same INSERT with literal values, inserting only where `guard` (an SQL condition) holds: for a
  * multi-statement round trip, whose statements cannot take parameters or see each other's results.

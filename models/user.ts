@@ -8,14 +8,7 @@ import {
   type Transaction,
 } from 'sequelize';
 import type { Role } from '../core/identity.js';
-import {
-  type InsertShape,
-  insertGuarded,
-  insertOne,
-  insertOneWhere,
-  type SqlGuard,
-  type SqlValue,
-} from '../core/sql.js';
+import { type InsertShape, insertGuarded, insertOne, type SqlValue, sqlRows } from '../core/sql.js';
 
 export type { Role };
 export type UserStatus = 'ACTIVE' | 'DISABLED';
@@ -46,6 +39,21 @@ const USER_INSERT: InsertShape = {
   returning:
     'id, name, age, username, email, role, status, created_at AS "createdAt", updated_at AS "updatedAt"',
 };
+
+/**
+ * Who a keyless create acts for, checked by its own statement: the token's user and role, and
+ * whether only an admin may write (routers/auth/who.ts userCheck).
+ */
+export interface UserCheck {
+  tenantId: string;
+  userId: string;
+  tokenRole: Role;
+  adminOnly: boolean;
+}
+
+/** user_insert_checked (migration 20261125000001): the insert with the user row's rule, plan kept per session. */
+const INSERT_CHECKED = `SELECT * FROM user_insert_checked($1::text, $2::text, $3::smallint, $4::text, $5::text,
+  $6::text, $7::text, $8::text, $9::text, $10::bigint, $11::text, $12::boolean)`;
 
 const userValues = (v: NewUser): SqlValue[] => [
   v.tenantId,
@@ -87,9 +95,21 @@ export class User extends Model<InferAttributes<User>, InferCreationAttributes<U
     return insertOne<UserRow>(User.sequelize!, USER_INSERT, userValues(values), transaction);
   }
 
-  /** The same insert, only where `guard` holds in the same statement: undefined when it did not. */
-  static insertRowWhere(values: NewUser, guard: SqlGuard): Promise<UserRow | undefined> {
-    return insertOneWhere<UserRow>(User.sequelize!, USER_INSERT, userValues(values), guard);
+  /**
+   * The same insert, only where the row of `check`'s user in the new row's tenant admits it (a
+   * DISABLED user never; with `adminOnly`, an admin only; no row: the token's role), in one
+   * statement: undefined when it did not.
+   */
+  static async insertChecked(values: NewUser, check: UserCheck): Promise<UserRow | undefined> {
+    // The function reads the user's row in the tenant it writes to.
+    if (check.tenantId !== values.tenantId) throw new Error('insertChecked: the check is for another tenant');
+    const rows = await sqlRows<UserRow>(User.sequelize!, INSERT_CHECKED, [
+      ...userValues(values),
+      check.userId,
+      check.tokenRole,
+      check.adminOnly,
+    ]);
+    return rows.length === 0 ? undefined : rows[0];
   }
 
   /** The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts). */

@@ -4,12 +4,12 @@ import type { OpenApiMeta } from 'trpc-to-openapi';
 import { z } from 'zod';
 import type { Config } from '../core/config.js';
 import { type Envelope, ok, type Processing, processingSchema } from '../core/envelope.js';
-import type { SqlGuard } from '../core/sql.js';
 import type { IdempotentRequest, LocalResult, LocalWork } from '../idempotency/engine.js';
 import { readIdempotencyKey } from '../idempotency/key.js';
 import type { Outcome, Reply } from '../idempotency/outcome.js';
+import type { UserCheck } from '../models/user.js';
 import { type Answer, deliver } from './answer.js';
-import { refusedBecause, userAdmits } from './auth/who.js';
+import { refusedBecause, userCheck } from './auth/who.js';
 import type { AuthedContext } from './context.js';
 import { errorAnswer } from './error-answer.js';
 import { idempotentRequest } from './idempotent-request.js';
@@ -59,11 +59,11 @@ interface Local<I extends z.ZodType, D extends { id: string }> extends Definitio
   run: Run<I, D>;
   /**
    * The same operation when it is one statement, run without a key outside any transaction (one
-   * statement is atomic by itself). With `guard`, the statement writes only where it holds and the
+   * statement is atomic by itself). With `check`, the statement writes only where it admits the user and the
    * answer is undefined when it did not: the user row's rule checked by the write itself
-   * (routers/auth/who.ts `userAdmits`), one round trip in all instead of 2 (auth, the statement).
+   * (routers/auth/who.ts `userCheck`), one round trip in all instead of 2 (auth, the statement).
    */
-  runAlone?: (args: { ctx: AuthedContext; input: InputOf<I>; guard?: SqlGuard }) => Promise<D | undefined>;
+  runAlone?: (args: { ctx: AuthedContext; input: InputOf<I>; check?: UserCheck }) => Promise<D | undefined>;
   /**
    * The same operation as one statement, for a request with a key: sent in the claim's round trip
    * (idempotency/engine.ts LocalStatement), 3 round trips instead of 4. `run` stays for the rest.
@@ -155,7 +155,7 @@ function procedure<I extends z.ZodType, O>(
 
 /**
  * The key (400) and the role (403), in the order CONTRACT section 3 gives their answers. Without the
- * user row read (`userCheckInWrite`), the role is checked by the write instead (`runAlone`'s guard).
+ * user row read (`userCheckInWrite`), the role is checked by the write instead (`runAlone`'s check).
  */
 function admit(ctx: AuthedContext, def: Definition<z.ZodType>): string | undefined {
   const key = readIdempotencyKey(ctx.headers['idempotency-key'], def.key === 'required');
@@ -175,19 +175,19 @@ function admit(ctx: AuthedContext, def: Definition<z.ZodType>): string | undefin
 async function runAloneChecked<In, D>(
   ctx: AuthedContext,
   def: { admin?: boolean },
-  runAlone: (args: { ctx: AuthedContext; input: In; guard?: SqlGuard }) => Promise<D | undefined>,
+  runAlone: (args: { ctx: AuthedContext; input: In; check?: UserCheck }) => Promise<D | undefined>,
   input: In,
 ): Promise<D> {
   if (!ctx.userCheckInWrite) return defined(await runAlone({ ctx, input }));
   const admin = def.admin === true;
-  const written = await runAlone({ ctx, input, guard: userAdmits(ctx.auth, admin) });
+  const written = await runAlone({ ctx, input, check: userCheck(ctx.auth, admin) });
   if (written !== undefined) return written;
   const auth = await refusedBecause(ctx.services.sequelize, ctx.auth, admin);
   return defined(await runAlone({ ctx: { ...ctx, auth, userCheckInWrite: false }, input }));
 }
 
 function defined<D>(data: D | undefined): D {
-  if (data === undefined) throw new Error('a write without a guard answered nothing');
+  if (data === undefined) throw new Error('a write without a check answered nothing');
   return data;
 }
 

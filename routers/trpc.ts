@@ -60,7 +60,7 @@ export const publicProcedure = t.procedure.use(domainErrorsKeepTheirCode);
  *
  * A mutation whose write can check the row itself (meta `userCheckInWrite`: a keyless create that is
  * one statement) reads nothing first: its statement carries the same rule (routers/auth/who.ts
- * `userAdmits`), so it takes one round trip instead of two. Any other answer it ends with (a 400, say)
+ * `userCheck`), so it takes one round trip instead of two. Any other answer it ends with (a 400, say)
  * is then held to the rule here afterwards: a DISABLED user's 403 comes first, as CONTRACT section 3
  * ranks it with 401.
  */

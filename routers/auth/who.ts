@@ -1,8 +1,8 @@
 import type { Sequelize } from 'sequelize';
 import { Forbidden } from '../../core/errors.js';
-import { type SqlGuard, sqlRows } from '../../core/sql.js';
+import { sqlRows } from '../../core/sql.js';
 import type { StoredRecord } from '../../idempotency/record-store.js';
-import type { User } from '../../models/user.js';
+import type { User, UserCheck } from '../../models/user.js';
 import type { Identity } from './jwt.js';
 
 /** The token's user row, when it has one: its status and role win over the token's. */
@@ -74,21 +74,17 @@ export function admittedAs(identity: Identity, row: UserRow): Identity {
 }
 
 /**
- * The same rule (and the admin role when `admin`) as a condition of a write, checked by the write's
- * own statement: a keyless create then needs no read before it (one round trip instead of two),
- * and a user disabled while the request was in flight is refused by the statement itself.
+ * The same rule (and the admin role when `admin`) for a write to check in its own statement
+ * (models/user.ts User.insertChecked, migration 20261125000001): a keyless create then needs no read
+ * before it (one round trip instead of two), and a user disabled while the request was in flight is
+ * refused by the statement itself. The statement writes into the identity's tenant, whose row it reads.
  */
-export function userAdmits(identity: Identity, admin: boolean): SqlGuard {
-  return {
-    sql: (n) => `coalesce((SELECT CASE WHEN u.status = 'DISABLED' THEN 'DISABLED' ELSE u.role::text END
-       FROM users u WHERE u.id = $${n}::bigint AND u.tenant_id = $${n + 1}), $${n + 2})
-       ${admin ? "= 'admin'" : "<> 'DISABLED'"}`,
-    values: [identity.userId, identity.tenantId, identity.role],
-  };
+export function userCheck(identity: Identity, admin: boolean): UserCheck {
+  return { tenantId: identity.tenantId, userId: identity.userId, tokenRole: identity.role, adminOnly: admin };
 }
 
 /**
- * After a write whose `userAdmits` condition refused: reads the row and throws the 403 it means
+ * After a write whose `userCheck` refused: reads the row and throws the 403 it means
  * (disabled, or not an admin). Returns the identity when the row admits the request now (it changed
  * in between): the caller may then run the write as a request read first would.
  */

@@ -2,8 +2,8 @@ import type { Transaction } from 'sequelize';
 import { rethrowUnique, uniqueAsConflict } from '../../core/db-errors.js';
 import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
-import { onlyRow, type SqlGuard } from '../../core/sql.js';
-import { type NewUser, User, type UserRow } from '../../models/user.js';
+import { onlyRow } from '../../core/sql.js';
+import { type NewUser, User, type UserCheck, type UserRow } from '../../models/user.js';
 import { hashPassword } from '../auth/password.js';
 import type { BusinessStatement } from '../idempotent-mutation.js';
 import type { CreateUserInput, ReplaceUserInput, UpdateUserInput, UserDto } from './users.schema.js';
@@ -74,13 +74,13 @@ export async function createUser(auth: Identity, input: CreateUserInput, tx?: Tr
   return user;
 }
 
-/** The same create, only where `guard` holds in the same statement (undefined when it did not). */
-export function createUserWhere(
+/** The same create, only where `check` admits it in the same statement (undefined when it did not). */
+export function createUserChecked(
   auth: Identity,
   input: CreateUserInput,
-  guard: SqlGuard,
+  check: UserCheck,
 ): Promise<UserDto | undefined> {
-  return insertUser(auth, input, (row) => User.insertRowWhere(row, guard));
+  return insertUser(auth, input, (row) => User.insertChecked(row, check));
 }
 
 /** The same create as one statement, for a keyed request (sent with the claim). */

@@ -46,8 +46,8 @@ export const usersRouter = router({
     input: createUserInput,
     output: userEnvelope,
     run: ({ ctx, input, tx }) => users.createUser(ctx.auth, input, tx),
-    runAlone: ({ ctx, input, guard }) =>
-      guard ? users.createUserWhere(ctx.auth, input, guard) : users.createUser(ctx.auth, input),
+    runAlone: ({ ctx, input, check }) =>
+      check ? users.createUserChecked(ctx.auth, input, check) : users.createUser(ctx.auth, input),
     statement: ({ ctx, input }) => users.createUserStatement(ctx.auth, input),
   }),
 

@@ -1,5 +1,5 @@
 // A keyless create by an admin's token reads no user row first: its INSERT carries the auth rule
-// (routers/auth/who.ts userAdmits; routers/trpc.ts authedProcedure). These tests hold it to the
+// (routers/auth/who.ts userCheck, migration 20261125000001; routers/trpc.ts authedProcedure). These tests hold it to the
 // answers of the read-first path: DISABLED and demoted users refused (and nothing written), the
 // row's role winning, a DISABLED user's 403 before a 400, and one round trip for a create.
 import { expect } from 'chai';
@@ -38,13 +38,11 @@ async function createCounted(name: string, headers: Record<string, string> = {})
 }
 
 describe('keyless create: the user check rides in the INSERT (one round trip), with the answers of a read first', () => {
-  it('when an active admin creates a user without a key, then 201 in one round trip: the INSERT with the user row condition, no read before it', async () => {
+  it('when an active admin creates a user without a key, then 201 in one round trip: the insert with the user row check (user_insert_checked), no read before it', async () => {
     const { tenant, status, texts } = await createCounted('Ride');
     expect(status).to.equal(201);
     expect(texts, texts.join('\n')).to.have.length(1);
-    expect(texts[0]).to.match(
-      /^INSERT INTO users \(.*\) SELECT .* WHERE coalesce\(\(SELECT CASE WHEN u\.status = 'DISABLED'/,
-    );
+    expect(texts[0]).to.match(/^SELECT \* FROM user_insert_checked\(/);
     expect(await usersNamed(tenant, 'Ride')).to.equal(1);
   });
 
