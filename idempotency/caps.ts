@@ -1,4 +1,5 @@
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
+import { isLockNotAvailable } from '../core/db-errors.js';
 import { sqlLiteral, sqlResults } from '../core/sql.js';
 
 /**
@@ -148,17 +149,36 @@ export class SlotRows {
   }
 }
 
-/** The user's slot rows 1..cap, committed at once (outside the claim's transaction). */
-async function createSlots(sequelize: Sequelize, userScope: string, cap: number): Promise<void> {
-  await sequelize.query(
-    // Only the missing rows: inserting over an existing row whose counter a running claim has
-    // updated would wait for that claim's transaction (the unique check waits on its new version).
-    `INSERT INTO idempotency_slots (user_scope, slot)
-     SELECT $1::varchar, g FROM generate_series(1, $2::int) g
-     WHERE NOT EXISTS (SELECT 1 FROM idempotency_slots s WHERE s.user_scope = $1::varchar AND s.slot = g)
-     ON CONFLICT DO NOTHING`,
-    { bind: [userScope, cap] },
-  );
+/** How long one attempt of createSlots waits on a row lock, and how many attempts it makes. */
+const CREATE_SLOTS_LOCK_MS = 50;
+const CREATE_SLOTS_ATTEMPTS = 5;
+
+/**
+ * The user's slot rows 1..cap, committed at once (outside the claim's transaction). Only the rows
+ * missing from the statement's snapshot are inserted: inserting over an existing row that a running
+ * claim has updated would wait for that claim's transaction (the unique check waits on its new
+ * version), up to the wait bound, and answer 503. The snapshot can still miss rows another instance
+ * committed a moment earlier, while a claim already holds one of them (a new user's first burst over
+ * several instances: CI saw one such 503 in a burst of 30). So an attempt waits at most 50 ms on a
+ * lock, and the next attempt, with a newer snapshot, skips the rows that now exist. After the last
+ * attempt it gives up quietly: the claim creates missing rows itself (runClaim, takeSlot).
+ */
+export async function createSlots(sequelize: Sequelize, userScope: string, cap: number): Promise<void> {
+  // SET LOCAL holds for the INSERT: a multi-statement simple query is one implicit transaction.
+  const text = `SET LOCAL lock_timeout = '${CREATE_SLOTS_LOCK_MS}ms';
+    INSERT INTO idempotency_slots (user_scope, slot)
+    SELECT ${sqlLiteral(userScope)}::varchar, g FROM generate_series(1, ${Math.floor(cap)}) g
+    WHERE NOT EXISTS (SELECT 1 FROM idempotency_slots s WHERE s.user_scope = ${sqlLiteral(userScope)} AND s.slot = g)
+    ON CONFLICT DO NOTHING`;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await sequelize.query(text);
+      return;
+    } catch (err) {
+      if (!isLockNotAvailable(err)) throw err;
+      if (attempt >= CREATE_SLOTS_ATTEMPTS) return;
+    }
+  }
 }
 
 /**

@@ -54,8 +54,9 @@ describe('in-flight cap: strict for a burst of one user over 3 instances', funct
    * A burst's answers: at most 20 admitted (one of `admittedAs`), and at least the other 10 not: 429
    * 42901, or 503 for a request that waited out the 1 s wait bound before its claim (possible on a
    * loaded machine, e.g. for a pool connection; CONTRACT section 5, "Waits are bounded"), both with
-   * Retry-After. Any other answer fails, with every status shown (one CI run saw 9 refused and 20
-   * admitted, the 30th answer unrecorded).
+   * Retry-After. Any other answer fails, with every status shown. (One CI run saw 9 refused and 20
+   * admitted: the 30th was a 503 from making the new user's slot rows, which waited on a claim;
+   * fixed in idempotency/caps.ts createSlots and reproduced by slot-rows.test.ts.)
    */
   function expectCapped(burst: HttpResult[], admittedAs: number[]) {
     const statuses = burst.map((r) => r.status).join(',');
