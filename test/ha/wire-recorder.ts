@@ -115,7 +115,8 @@ export async function startWireRecorder(target: { host: string; port: number }):
 
 /**
  * What in a statement text would leave state on a server connection beyond its transaction, or is a
- * SET LOCAL sent outside a transaction (where it does nothing but warn): one line per finding.
+ * SET LOCAL sent outside a transaction (where it does nothing but warn; a simple query's later
+ * statements are inside its implicit one): one line per finding.
  */
 export function sessionStateFindings(m: WireMessage): string[] {
   const found: string[] = [];
@@ -127,7 +128,12 @@ export function sessionStateFindings(m: WireMessage): string[] {
     const words = s[1].toUpperCase().split(/\s+/);
     const [first, second] = words;
     const before = m.text.slice(0, s.index ?? 0).toUpperCase();
-    const inTransaction = m.status === 'T' || /(^|;)\s*(BEGIN|START\s+TRANSACTION)\b/.test(before);
+    // A simple query of several statements runs them in one implicit transaction: a SET LOCAL holds
+    // for the statements after it in the same message (test/idempotency/slot-rows.test.ts shows it).
+    const after = m.text.slice((s.index ?? 0) + s[0].length);
+    const implicit = m.kind === 'query' && /;\s*[A-Za-z]/.test(after);
+    const inTransaction =
+      m.status === 'T' || implicit || /(^|;)\s*(BEGIN|START\s+TRANSACTION)\b/.test(before);
     if (first === 'SET') {
       if (second === 'LOCAL' || second === 'TRANSACTION' || second === 'CONSTRAINTS') {
         if (!inTransaction) found.push(`SET ${second} outside a transaction (${where})`);

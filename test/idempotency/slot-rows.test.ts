@@ -11,6 +11,22 @@ import { createSlots } from '../../idempotency/caps.js';
 import { sharedServer } from '../support/server.js';
 
 describe('slot rows: making them never waits on a claim (idempotency/caps.ts createSlots)', () => {
+  it('when a simple query sends SET LOCAL before its other statements, then the setting holds for them (the implicit transaction createSlots relies on) and is gone after', async () => {
+    await sharedServer();
+    const client = new pg.Client(process.env.TEST_DATABASE_URL ?? '');
+    await client.connect();
+    try {
+      const results = (await client.query(
+        "SET LOCAL lock_timeout = '50ms'; SHOW lock_timeout",
+      )) as unknown as Array<{ rows: Array<{ lock_timeout: string }> }>;
+      expect(results[1].rows[0].lock_timeout).to.equal('50ms');
+      const after = await client.query<{ lock_timeout: string }>('SHOW lock_timeout');
+      expect(after.rows[0].lock_timeout).to.not.equal('50ms');
+    } finally {
+      await client.end();
+    }
+  });
+
   it('when the rows are committed after its snapshot and a claim holds one of them, then it returns without a lock time-out and the rows exist', async function () {
     this.timeout(20000);
     await sharedServer(); // the migrated database
