@@ -59,9 +59,9 @@ interface Local<I extends z.ZodType, D extends { id: string }> extends Definitio
   run: Run<I, D>;
   /**
    * The same operation when it is one statement, run without a key outside any transaction (one
-   * statement is atomic by itself). With `check`, the statement writes only where it admits the user and the
-   * answer is undefined when it did not: the user row's rule checked by the write itself
-   * (routers/auth/who.ts `userCheck`), one round trip in all instead of 2 (auth, the statement).
+   * statement is atomic by itself). With `check`, the statement writes only where the user row
+   * admits the request, and the answer is undefined when it did not: the row's rule checked by the
+   * write itself (routers/auth/who.ts `userCheck`), one round trip in all instead of 2.
    */
   runAlone?: (args: { ctx: AuthedContext; input: InputOf<I>; check?: UserCheck }) => Promise<D | undefined>;
   /**
