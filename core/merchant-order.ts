@@ -12,7 +12,13 @@ export const merchantOrderFields = {
   merchantOrderNo: merchantOrderNoSchema,
   amount: amountSchema,
   currency: currencySchema,
-  description: z.string().max(200).nullish(),
+  // PostgreSQL text cannot hold NUL: the driver would escape it, and the stored description (and a
+  // keyed create's answer, known before its write) would differ from the one sent.
+  description: z
+    .string()
+    .max(200)
+    .regex(/^[^\0]*$/, 'must not contain NUL characters')
+    .nullish(),
   // Correlation only: no business meaning, so it is left out of the fingerprint.
   traceId: z.string().max(128).optional(),
 };

@@ -87,6 +87,8 @@ describe('orders: POST /api/v1/orders (CONTRACT section 3)', () => {
       [{ merchantOrderNo: 'm'.repeat(65), amount: 1 }, /^merchantOrderNo: /],
       [{ merchantOrderNo: 'mo', amount: 1, currency: 'usd' }, /^currency: /],
       [{ merchantOrderNo: 'mo', amount: 1, description: 'd'.repeat(201) }, /^description: /],
+      // PostgreSQL text cannot hold NUL (it was stored as the two characters \0): refused.
+      [{ merchantOrderNo: 'mo', amount: 1, description: 'a\u0000b' }, /^description: must not contain NUL/],
       [{ merchantOrderNo: 'mo', amount: 1, status: 'PAID' }, /status/],
       [{ amount: 1 }, /^merchantOrderNo: /],
     ];
