@@ -114,6 +114,11 @@ export function failpointsRefused(env: NodeJS.ProcessEnv): string | undefined {
   return refused.length > 0 ? refused.join('; ') : undefined;
 }
 
+/** Whether any of these failpoints is active (a flow may then take the path that has them). */
+export function anyArmed(names: readonly FailpointName[]): boolean {
+  return active.size > 0 && names.some((name) => active.has(name));
+}
+
 /** A named point of the flow: does nothing unless a failpoint of this name is active. */
 export async function failpoint(name: FailpointName): Promise<void> {
   if (active.size === 0) return;

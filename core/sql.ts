@@ -120,6 +120,39 @@ export function insertGuarded(shape: InsertShape, values: readonly SqlValue[], g
      WHERE ${guard} RETURNING ${shape.returning};`;
 }
 
+/**
+ * A new row's id and time, taken before its write (routers/auth/who.ts readUser allocates them with
+ * the auth read of a keyed create): its answer is then known before the INSERT, and the record's
+ * final state can ride in the same round trip as the INSERT and the claim.
+ */
+export interface Allocated {
+  /** The id, from the table's own sequence (nextval). */
+  id: string;
+  /** The database's time of the allocation, to the millisecond (as the answer shows it). */
+  at: Date;
+}
+
+/** `shape` with the id and both timestamps written by the INSERT instead of the table's defaults. */
+export function withAllocated(shape: InsertShape): InsertShape {
+  return {
+    ...shape,
+    columns: [
+      ...shape.columns,
+      ['id', 'bigint'],
+      ['created_at', 'timestamptz'],
+      ['updated_at', 'timestamptz'],
+    ],
+  };
+}
+
+/** The values of `withAllocated(shape)`: the row's own, then the id and the time (twice). */
+export const allocatedValues = (values: readonly SqlValue[], allocated: Allocated): SqlValue[] => [
+  ...values,
+  allocated.id,
+  allocated.at,
+  allocated.at,
+];
+
 /** The one row an INSERT ... RETURNING gave back. */
 export function onlyRow<R>(rows: readonly unknown[], table: string): R {
   if (rows.length !== 1) throw new Error(`INSERT INTO ${table} returned ${rows.length} rows`);

@@ -35,6 +35,16 @@ export class FoldedTransaction extends Transaction {
   }
 
   /**
+   * The round trip just sent ended with its own COMMIT (and ran to its end: no error came back): the
+   * transaction is over, and its connection goes back to the pool with nothing more to send.
+   */
+  committedInline(): void {
+    if (this.finished) throw new Error(`Transaction cannot be committed: already ${this.finished}`);
+    this.finished = 'commit';
+    this.cleanup();
+  }
+
+  /**
    * The transaction's last statements and COMMIT in one round trip (a simple query: its values must
    * be escaped literals). On an error nothing is marked: the caller rolls back, as after a failed
    * commit (which may have committed: the record then says what happened).

@@ -50,6 +50,8 @@ export interface Limits {
  * 3. SAVEPOINT: a final business failure rolls back to here and records FAILED_FINAL instead.
  * 4. `business` (optional): the operation's write as one statement that writes only under
  *    claimedGuard, so it rides in the same round trip (its rows come back as the claim's `after`).
+ * 5. `finish` (optional): the record's final state, under claimedGuard too, and COMMIT: the whole
+ *    transaction in this one round trip (a create whose answer was known before its write).
  */
 export function claimLocal(
   sequelize: Sequelize,
@@ -57,7 +59,10 @@ export function claimLocal(
   req: ClaimRequest,
   limits: Limits,
   business?: string,
+  finish?: string,
 ): Promise<ClaimResult> {
+  const timeout = `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(limits.waitMs))}ms';`;
+  const after = business ? `SAVEPOINT idem_business;\n${business}` : 'SAVEPOINT idem_business;';
   return runClaim(
     sequelize,
     t,
@@ -71,11 +76,11 @@ export function claimLocal(
       maxRetained: limits.maxRetained,
       fieldHashes: req.fieldHashes,
     },
-    {
-      first: 'BEGIN;',
-      before: `SET LOCAL lock_timeout = '${Math.max(1, Math.floor(limits.waitMs))}ms';`,
-      after: business ? `SAVEPOINT idem_business;\n${business}` : 'SAVEPOINT idem_business;',
-    },
+    // With `finish`, every attempt is a whole transaction (BEGIN ... COMMIT); without it, the
+    // transaction opens with the first attempt and stays open for the caller.
+    finish
+      ? { before: `BEGIN;\n${timeout}`, after: `${after}\n${finish}\nCOMMIT;` }
+      : { first: 'BEGIN;', before: timeout, after },
   );
 }
 
@@ -84,18 +89,30 @@ export function claimLocal(
  * business write back to the claim's savepoint). Values as escaped literals: one simple query.
  * The UPDATE is `idem_finish_local` (migration 20261124000003), so its plan is kept per session.
  */
-export async function finishLocal(
-  t: FoldedTransaction,
-  scopeKey: string,
-  status: 'SUCCEEDED' | 'FAILED_FINAL',
-  httpStatus: number,
-  responseBody: string,
-  resourceId: string | null,
-): Promise<void> {
-  const lit = sqlLiteral;
+export async function finishLocal(t: FoldedTransaction, final: FinalState): Promise<void> {
   await t.commitWith(
-    `${status === 'FAILED_FINAL' ? 'ROLLBACK TO SAVEPOINT idem_business;\n' : ''}SELECT idem_finish_local(${lit(scopeKey)}, ${lit(status)}, ${Math.trunc(httpStatus)}, ${lit(responseBody)}, ${resourceId === null ? 'NULL' : lit(resourceId)});`,
+    `${final.status === 'FAILED_FINAL' ? 'ROLLBACK TO SAVEPOINT idem_business;\n' : ''}${finishStatement(final)}`,
   );
+}
+
+/** A Mode A record's final state: its status and the sealed reply (stored-reply.ts) it replays. */
+export interface FinalState {
+  scopeKey: string;
+  status: 'SUCCEEDED' | 'FAILED_FINAL';
+  httpStatus: number;
+  responseBody: string;
+  resourceId: string | null;
+}
+
+/**
+ * The final state as one literal statement; with `guard`, written only where it holds (the claim's
+ * mark, caps.ts claimedGuard: a final state sent in the claim's own round trip).
+ */
+export function finishStatement(final: FinalState, guard?: string): string {
+  const lit = sqlLiteral;
+  const { scopeKey, status, httpStatus, responseBody, resourceId } = final;
+  const call = `idem_finish_local(${lit(scopeKey)}, ${lit(status)}, ${Math.trunc(httpStatus)}, ${lit(responseBody)}, ${resourceId === null ? 'NULL' : lit(resourceId)})`;
+  return guard ? `SELECT ${call} WHERE ${guard};` : `SELECT ${call};`;
 }
 
 /** The read of a key's record ($1: the scope key): the replay's one round trip. */

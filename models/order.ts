@@ -7,7 +7,15 @@ import {
   type Sequelize,
   type Transaction,
 } from 'sequelize';
-import { type InsertShape, insertGuarded, insertOne, type SqlValue } from '../core/sql.js';
+import {
+  type Allocated,
+  allocatedValues,
+  type InsertShape,
+  insertGuarded,
+  insertOne,
+  type SqlValue,
+  withAllocated,
+} from '../core/sql.js';
 
 export type OrderStatus = 'CREATED' | 'PAID';
 
@@ -73,9 +81,13 @@ export class Order extends Model<InferAttributes<Order>, InferCreationAttributes
     return insertOne<OrderRow>(Order.sequelize!, ORDER_INSERT, orderValues(values), transaction);
   }
 
-  /** The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts). */
-  static insertGuarded(values: NewOrder, guard: string): string {
-    return insertGuarded(ORDER_INSERT, orderValues(values), guard);
+  /**
+   * The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts);
+   * with `allocated`, the row's id and timestamps are those (allocated before the write).
+   */
+  static insertGuarded(values: NewOrder, guard: string, allocated?: Allocated): string {
+    if (!allocated) return insertGuarded(ORDER_INSERT, orderValues(values), guard);
+    return insertGuarded(withAllocated(ORDER_INSERT), allocatedValues(orderValues(values), allocated), guard);
   }
 
   static initModel(sequelize: Sequelize): void {

@@ -8,7 +8,16 @@ import {
   type Transaction,
 } from 'sequelize';
 import type { Role } from '../core/identity.js';
-import { type InsertShape, insertGuarded, insertOne, type SqlValue, sqlRows } from '../core/sql.js';
+import {
+  type Allocated,
+  allocatedValues,
+  type InsertShape,
+  insertGuarded,
+  insertOne,
+  type SqlValue,
+  sqlRows,
+  withAllocated,
+} from '../core/sql.js';
 
 export type { Role };
 export type UserStatus = 'ACTIVE' | 'DISABLED';
@@ -112,9 +121,13 @@ export class User extends Model<InferAttributes<User>, InferCreationAttributes<U
     return rows.length === 0 ? undefined : rows[0];
   }
 
-  /** The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts). */
-  static insertGuarded(values: NewUser, guard: string): string {
-    return insertGuarded(USER_INSERT, userValues(values), guard);
+  /**
+   * The same insert as one literal statement that inserts only where `guard` holds (core/sql.ts);
+   * with `allocated`, the row's id and timestamps are those (allocated before the write).
+   */
+  static insertGuarded(values: NewUser, guard: string, allocated?: Allocated): string {
+    if (!allocated) return insertGuarded(USER_INSERT, userValues(values), guard);
+    return insertGuarded(withAllocated(USER_INSERT), allocatedValues(userValues(values), allocated), guard);
   }
 
   static initModel(sequelize: Sequelize): void {

@@ -4,6 +4,7 @@ import type { OpenApiMeta } from 'trpc-to-openapi';
 import { z } from 'zod';
 import type { Config } from '../core/config.js';
 import { type Envelope, ok, type Processing, processingSchema } from '../core/envelope.js';
+import type { Allocated } from '../core/sql.js';
 import type { IdempotentRequest, LocalResult, LocalWork } from '../idempotency/engine.js';
 import { readIdempotencyKey } from '../idempotency/key.js';
 import type { Outcome, Reply } from '../idempotency/outcome.js';
@@ -68,7 +69,17 @@ interface Local<I extends z.ZodType, D extends { id: string }> extends Definitio
    * The same operation as one statement, for a request with a key: sent in the claim's round trip
    * (idempotency/engine.ts LocalStatement), 3 round trips instead of 4. `run` stays for the rest.
    */
-  statement?: (args: { ctx: AuthedContext; input: InputOf<I> }) => Promise<BusinessStatement<D>>;
+  statement?: (args: {
+    ctx: AuthedContext;
+    input: InputOf<I>;
+    allocated?: Allocated;
+  }) => Promise<BusinessStatement<D>>;
+  /**
+   * The sequence of the created row's id, when `statement` knows its answer once the id and time
+   * are given (`allocated`): the auth read takes both (routers/auth/who.ts readUser), and the
+   * record's final state then rides with the claim and the write, 2 round trips instead of 3.
+   */
+  allocatesIdFrom?: string;
 }
 
 /** A business write as one statement (literal values), and how to read what it did. */
@@ -79,6 +90,8 @@ export interface BusinessStatement<D> {
   result(rows: unknown[]): D;
   /** The error a failure of it means (a domain error such as a 409), or the error itself. */
   error(err: unknown): unknown;
+  /** The answer's data, when known before the write (given an allocated id and time). */
+  answer?: D;
 }
 
 /** Mode A without a body: 204. */
@@ -137,7 +150,7 @@ function bodiless<I extends z.ZodType>(def: NoContent<I>) {
 }
 
 function procedure<I extends z.ZodType, O>(
-  def: Definition<I> & { success: { status: 200 | 201 | 204; location?: unknown } },
+  def: Definition<I> & { success: { status: 200 | 201 | 204; location?: unknown }; allocatesIdFrom?: string },
   output: z.ZodType<O>,
 ) {
   const { status, location } = def.success;
@@ -148,6 +161,7 @@ function procedure<I extends z.ZodType, O>(
       ...(status === 201 && location ? { createdLocation: true } : {}),
       idempotencyKey: def.key,
       ...('runAlone' in def && def.runAlone ? { userCheckInWrite: def.admin ? 'admin' : 'any-role' } : {}),
+      ...(def.allocatesIdFrom ? { allocatesIdFrom: def.allocatesIdFrom } : {}),
     })
     .input(def.input)
     .output(output);
@@ -222,14 +236,19 @@ async function local<I extends z.ZodType, D extends { id: string } | void>(
   const location = 'location' in def.success ? def.success.location : undefined;
   const request = idempotentRequest(ctx, def, input, operation, key, location);
   // The key's record when authentication already read it for this very scope (one round trip less).
-  const prefetched =
-    ctx.prefetched?.scopeKey === request.scopeKey ? { record: ctx.prefetched.record } : undefined;
-  const statement = 'statement' in def && def.statement ? await def.statement({ ctx, input }) : undefined;
+  const mine = ctx.prefetched?.scopeKey === request.scopeKey ? ctx.prefetched : undefined;
+  const prefetched = mine ? { record: mine.record } : undefined;
+  const statement =
+    'statement' in def && def.statement
+      ? await def.statement({ ctx, input, allocated: mine?.allocated })
+      : undefined;
+  const known = statement?.answer;
   const work: LocalWork = statement
     ? {
         sql: statement.sql,
         settle: (rows) => ({ ok: true, ...successOf(def, statement.result(rows)) }),
         fail: (err) => failureAsResult(statement.error(err)),
+        ...(known === undefined ? {} : { answer: { ok: true, ...successOf(def, known) } }),
       }
     : (tx) => failureAsReply(execute(tx));
   const outcome = await ctx.services.idempotency.runLocal(request, work, ctx.signal, prefetched);

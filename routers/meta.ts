@@ -18,6 +18,11 @@ export type ProcedureMeta = {
    * for a token of any role, or (`admin`) only for an admin's token.
    */
   userCheckInWrite?: 'admin' | 'any-role';
+  /**
+   * A keyed create whose answer is known before its write: the auth read allocates the new row's id
+   * from this sequence (and the time) when the key has no record (routers/auth/who.ts readUser).
+   */
+  allocatesIdFrom?: string;
 };
 
 export type Meta = OpenApiMeta<ProcedureMeta>;
@@ -27,6 +32,7 @@ const metaSchema = z.object({
   createdLocation: z.boolean().optional(),
   idempotencyKey: z.enum(['required', 'optional']).optional(),
   userCheckInWrite: z.enum(['admin', 'any-role']).optional(),
+  allocatesIdFrom: z.string().optional(),
   openapi: z.object({ method: z.string(), path: z.string() }).loose().optional(),
 });
 

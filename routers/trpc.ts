@@ -81,13 +81,14 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, typ
     return result;
   }
   // A mutation with a well-formed key: its record is read with the user row, one round trip (the
-  // key's own checks, and a 400 for a malformed one, come later in the idempotent mutation).
+  // key's own checks, and a 400 for a malformed one, come later in the idempotent mutation); a
+  // create that declares its id sequence also gets its new id and time there when the key is new.
   const scope =
     type === 'mutation' && typeof key === 'string' && IDEMPOTENCY_KEY_PATTERN.test(key)
       ? scopeKey(identity.tenantId, identity.userId, path, key)
       : undefined;
   // On every authenticated request: a plain indexed read, no model instance built.
-  const { row, prefetched } = await readUser(ctx.services.sequelize, identity, scope);
+  const { row, prefetched } = await readUser(ctx.services.sequelize, identity, scope, meta?.allocatesIdFrom);
   return next({ ctx: { auth: admittedAs(identity, row), prefetched } });
 });
 

@@ -1,6 +1,6 @@
 import type { Sequelize } from 'sequelize';
 import { Forbidden } from '../../core/errors.js';
-import { sqlRows } from '../../core/sql.js';
+import { type Allocated, sqlRows } from '../../core/sql.js';
 import type { StoredRecord } from '../../idempotency/record-store.js';
 import type { User, UserCheck } from '../../models/user.js';
 import type { Identity } from './jwt.js';
@@ -12,11 +12,13 @@ export type UserRow = { status: User['status']; role: User['role'] } | undefined
 export interface Prefetched {
   scopeKey: string;
   record: StoredRecord | undefined;
+  /** A keyed create's new id and time, allocated by the same read when the key had no record. */
+  allocated?: Allocated;
 }
 
 type Joined = { userStatus: User['status'] | null; userRole: User['role'] | null } & {
   [K in keyof StoredRecord]: StoredRecord[K] | null;
-};
+} & { newId?: string | null; newAt?: Date | null };
 
 /**
  * The auth lookup of every authenticated request; with an idempotency scope, the key's record in the
@@ -29,17 +31,24 @@ export async function readUser(
   sequelize: Sequelize,
   identity: Identity,
   scopeKey?: string,
+  idSequence?: string,
 ): Promise<{ row: UserRow; prefetched?: Prefetched }> {
-  const [joined] = await sqlRows<Joined>(sequelize, 'SELECT * FROM idem_auth_read($1, $2, $3)', [
-    identity.userId,
-    identity.tenantId,
-    scopeKey ?? null,
-  ]);
-  const { userStatus, userRole, ...record } = joined;
+  const params = [identity.userId, identity.tenantId, scopeKey ?? null];
+  // A keyed create also takes its new row's id and time when the key has no record
+  // (idem_auth_read_allocating, migration 20261125000002): its answer is known before the write.
+  const [joined] =
+    scopeKey && idSequence
+      ? await sqlRows<Joined>(sequelize, 'SELECT * FROM idem_auth_read_allocating($1, $2, $3, $4)', [
+          ...params,
+          idSequence,
+        ])
+      : await sqlRows<Joined>(sequelize, 'SELECT * FROM idem_auth_read($1, $2, $3)', params);
+  const { userStatus, userRole, newId, newAt, ...record } = joined;
   const row = userStatus && userRole ? { status: userStatus, role: userRole } : undefined;
   if (!scopeKey) return { row };
   const found = record.requestHash === null ? undefined : storedRecord(record);
-  return { row, prefetched: { scopeKey, record: found } };
+  const allocated = newId && newAt ? { id: newId, at: newAt } : undefined;
+  return { row, prefetched: { scopeKey, record: found, ...(allocated ? { allocated } : {}) } };
 }
 
 /** The joined row's record columns, present (requestHash and status are NOT NULL in the table). */

@@ -2,7 +2,7 @@ import type { Transaction, WhereOptions } from 'sequelize';
 import { rethrowUnique, uniqueAsConflict } from '../../core/db-errors.js';
 import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
-import { onlyRow } from '../../core/sql.js';
+import { type Allocated, onlyRow } from '../../core/sql.js';
 import { type NewOrder, Order, type OrderRow } from '../../models/order.js';
 import type { BusinessStatement } from '../idempotent-mutation.js';
 import type { CreateOrderInput, OrderDto } from './orders.schema.js';
@@ -54,12 +54,23 @@ export async function createOrder(
 export async function createOrderStatement(
   auth: Identity,
   input: CreateOrderInput,
+  allocated?: Allocated,
 ): Promise<BusinessStatement<OrderDto>> {
   const row = newOrder(auth, input);
   return {
-    sql: (guard) => Order.insertGuarded(row, guard),
+    sql: (guard) => Order.insertGuarded(row, guard, allocated),
     result: (rows) => toOrderDto(onlyRow<OrderRow>(rows, 'orders')),
     error: (err) => uniqueAsConflict(err, UNIQUE),
+    // A new order is CREATED (the column's default); the amount is already in its stored form.
+    ...(allocated && {
+      answer: toOrderDto({
+        ...row,
+        id: allocated.id,
+        status: 'CREATED',
+        createdAt: allocated.at,
+        updatedAt: allocated.at,
+      }),
+    }),
   };
 }
 

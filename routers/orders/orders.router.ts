@@ -21,7 +21,8 @@ export const ordersRouter = router({
     input: createOrderInput,
     output: orderEnvelope,
     run: ({ ctx, input, tx }) => createOrder(ctx.auth, input, tx),
-    statement: ({ ctx, input }) => createOrderStatement(ctx.auth, input),
+    statement: ({ ctx, input, allocated }) => createOrderStatement(ctx.auth, input, allocated),
+    allocatesIdFrom: 'orders_id_seq',
   }),
 
   get: authedProcedure

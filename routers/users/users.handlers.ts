@@ -2,7 +2,7 @@ import type { Transaction } from 'sequelize';
 import { rethrowUnique, uniqueAsConflict } from '../../core/db-errors.js';
 import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
-import { onlyRow } from '../../core/sql.js';
+import { type Allocated, onlyRow } from '../../core/sql.js';
 import { type NewUser, User, type UserCheck, type UserRow } from '../../models/user.js';
 import { hashPassword } from '../auth/password.js';
 import type { BusinessStatement } from '../idempotent-mutation.js';
@@ -83,16 +83,23 @@ export function createUserChecked(
   return insertUser(auth, input, (row) => User.insertChecked(row, check));
 }
 
-/** The same create as one statement, for a keyed request (sent with the claim). */
+/**
+ * The same create as one statement, for a keyed request (sent with the claim). With an allocated id
+ * and time the row is written with them, and its answer is known before the write.
+ */
 export async function createUserStatement(
   auth: Identity,
   input: CreateUserInput,
+  allocated?: Allocated,
 ): Promise<BusinessStatement<UserDto>> {
   const row = await newUser(auth, input);
   return {
-    sql: (guard) => User.insertGuarded(row, guard),
+    sql: (guard) => User.insertGuarded(row, guard, allocated),
     result: (rows) => toUserDto(onlyRow<UserRow>(rows, 'users')),
     error: (err) => uniqueAsConflict(err, UNIQUE),
+    ...(allocated && {
+      answer: toUserDto({ ...row, id: allocated.id, createdAt: allocated.at, updatedAt: allocated.at }),
+    }),
   };
 }
 

@@ -48,7 +48,8 @@ export const usersRouter = router({
     run: ({ ctx, input, tx }) => users.createUser(ctx.auth, input, tx),
     runAlone: ({ ctx, input, check }) =>
       check ? users.createUserChecked(ctx.auth, input, check) : users.createUser(ctx.auth, input),
-    statement: ({ ctx, input }) => users.createUserStatement(ctx.auth, input),
+    statement: ({ ctx, input, allocated }) => users.createUserStatement(ctx.auth, input, allocated),
+    allocatesIdFrom: 'users_id_seq',
   }),
 
   replace: idempotentMutation({
