@@ -13,6 +13,14 @@ export async function pgbenchSpecs(ctx: BenchRun, captures: Captures): Promise<S
   ];
   const { idempotentCreate: idem, plainCreate: plain } = captures;
   const uidSubs = (uid: number): Substitution[] => [{ value: String(uid), expression: "':pgb_uid'" }];
+  // The new user's id, allocated by the auth read (nextval, idem_auth_read_allocating) and written
+  // by the insert: here the id this session's auth read just allocated, as the service's would be.
+  const allocated = idem.calls
+    .map((c) => /'([0-9]+)'::bigint, '[^']+'::timestamptz, '[^']+'::timestamptz WHERE/.exec(c.text)?.[1])
+    .find((id) => id !== undefined);
+  const idSubs: Substitution[] = allocated
+    ? [{ value: allocated, expression: "currval('users_id_seq')::text" }]
+    : [];
   const scripts = {
     idempotent: scriptFromCapture(idem.calls, setup, [
       {
@@ -21,6 +29,7 @@ export async function pgbenchSpecs(ctx: BenchRun, captures: Captures): Promise<S
       },
       { value: `${TENANT}:${idem.uid}`, expression: `('${TENANT}:' || :pgb_uid)` },
       ...uidSubs(idem.uid),
+      ...idSubs,
     ]),
     plain: scriptFromCapture(plain.calls, setup.slice(0, 1), uidSubs(plain.uid)),
   };
