@@ -16,7 +16,7 @@ export async function pgbenchSpecs(ctx: BenchRun, captures: Captures): Promise<S
   // The new user's id, allocated by the auth read (nextval, idem_auth_read_allocating) and written
   // by the insert: here the id this session's auth read just allocated, as the service's would be.
   const allocated = idem.calls
-    .map((c) => /'([0-9]+)'::bigint, '[^']+'::timestamptz, '[^']+'::timestamptz WHERE/.exec(c.text)?.[1])
+    .map((c) => /'([0-9]+)'::bigint, '[^']+'::timestamptz, '[^']+'::timestamptz\s+WHERE/.exec(c.text)?.[1])
     .find((id) => id !== undefined);
   const idSubs: Substitution[] = allocated
     ? [{ value: allocated, expression: "currval('users_id_seq')::text" }]
