@@ -20,15 +20,19 @@ export interface LoadOptions {
   inspect?: (status: number, headers: Record<string, string | string[]>) => void;
   /** Stops the load early when it settles. */
   stopWhen?: Promise<unknown>;
+  /** The HTTP status of a final answer (default 201; a tRPC mutation answers 200). */
+  final?: number;
 }
 
 export interface LoadResult {
   durationSec: number;
   responses: number;
-  /** Final answers: 201 only. */
+  /** Final answers: 201 only (or `final`). */
   created: number;
-  /** req/s counting 201 only. */
+  /** req/s counting final answers only. */
   rps: number;
+  /** The status counted as final when it is not 201. */
+  final?: number;
   p50: number;
   p90: number;
   p99: number;
@@ -57,6 +61,7 @@ export async function load(opts: LoadOptions): Promise<LoadResult> {
   const statuses: Record<string, number> = {};
   let errors = 0;
   let created = 0;
+  const final = opts.final ?? 201;
   const instance = autocannon({
     url: opts.url,
     connections: opts.connections,
@@ -91,7 +96,7 @@ export async function load(opts: LoadOptions): Promise<LoadResult> {
     }
     latencies[n++] = ms;
     statuses[status] = (statuses[status] ?? 0) + 1;
-    if (status === 201) created += 1;
+    if (status === final) created += 1;
   });
   instance.on('reqError', () => {
     errors += 1;
@@ -114,14 +119,15 @@ export async function load(opts: LoadOptions): Promise<LoadResult> {
     max: n > 0 ? sorted[n - 1] : Number.NaN,
     statuses,
     errors,
+    ...(final === 201 ? {} : { final }),
   };
   return Object.defineProperty(out, 'samples', { value: sorted, enumerable: false }) as LoadResult;
 }
 
-/** Non-201 answers and transport errors, e.g. "202×3 500×1 err×2" ("" when none). */
-export function nonFinal(r: Pick<LoadResult, 'statuses' | 'errors'>): string {
+/** Non-final (non-201) answers and transport errors, e.g. "202×3 500×1 err×2" ("" when none). */
+export function nonFinal(r: Pick<LoadResult, 'statuses' | 'errors' | 'final'>): string {
   const parts = Object.entries(r.statuses)
-    .filter(([s]) => s !== '201')
+    .filter(([s]) => s !== String(r.final ?? 201))
     .map(([s, c]) => `${s}×${c}`);
   if (r.errors > 0) parts.push(`err×${r.errors}`);
   return parts.join(' ');

@@ -30,6 +30,7 @@ export const SCENARIOS = [
   'idem-users',
   'idem-orders',
   'replay',
+  'trpc',
   'storm',
   'payments',
   'roundtrips',

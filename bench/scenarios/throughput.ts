@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { BenchRun } from '../bench-run.js';
+import type { LoadRequest } from '../load.js';
 import { createOrders, interleaved, loadRow, type Spec, seedKeys } from '../measure.js';
 import { r2, ratio } from '../report.js';
 import { USERS } from '../settings.js';
@@ -48,6 +49,17 @@ export async function throughputScenarios(ctx: BenchRun, captures?: Captures): P
         if (status === 201 && headers['idempotent-replayed'] !== 'true') notReplayed += 1;
       },
     });
+  }
+  if (enabled('trpc')) {
+    // The same creates through the tRPC transport (POST /trpc/users.create, the input as the body):
+    // a mutation answers HTTP 200 with the envelope (code 200; 202 for a duplicate in flight).
+    await checkTrpc(ctx);
+    const viaTrpc = (request: () => LoadRequest) => (): LoadRequest => ({
+      ...request(),
+      path: '/trpc/users.create',
+    });
+    specs.push({ name: 'trpc-plain', url: server.url, next: viaTrpc(plainUser), final: 200 });
+    specs.push({ name: 'trpc-idem', url: server.url, next: viaTrpc(idemUser), final: 200 });
   }
   let exhausted = false;
   if (enabled('payments')) {
@@ -115,6 +127,14 @@ export async function throughputScenarios(ctx: BenchRun, captures?: Captures): P
   };
   against('idem-users', 'Idempotent create (users), fresh keys', 0.75);
   against('idem-orders', 'Idempotent create (orders), fresh keys', 0.75);
+  // The tRPC transport against the same create over REST (reported: no target).
+  const viaTrpc = (id: string, scenario: string, rest: typeof plain | undefined) => {
+    const res = r[id];
+    if (!res || !rest) return;
+    rows.push(loadRow(id, scenario, res, r2(ratio(res.rps, rest.rps)), 'tRPC ÷ REST, reported'));
+  };
+  viaTrpc('trpc-plain', 'tRPC transport, plain create', plain);
+  viaTrpc('trpc-idem', 'tRPC transport, idempotent create (users)', r['idem-users']);
   results.replayCheck = { notReplayed };
   against(
     'replay',
@@ -156,4 +176,31 @@ export async function throughputScenarios(ctx: BenchRun, captures?: Captures): P
       nonFinal: plainDb.errors ? `failed×${plainDb.errors}` : '',
     });
   }
+}
+
+/**
+ * Before the tRPC scenarios: one keyed create through /trpc is a create (HTTP 200, the envelope's
+ * code 200 and a new id), and the same key again is its replay (the same body, Idempotent-Replayed).
+ * Throws otherwise: a transport that answered something else would be measured for nothing.
+ */
+async function checkTrpc(ctx: BenchRun): Promise<void> {
+  const headers = {
+    authorization: ctx.admins[0],
+    'idempotency-key': randomUUID(),
+    'content-type': 'application/json',
+  };
+  const send = () =>
+    fetch(`${ctx.server.url}/trpc/users.create`, { method: 'POST', headers, body: ctx.userBody });
+  const first = await send();
+  const text = await first.text();
+  const payload = JSON.parse(text) as { result?: { data?: { code?: number; data?: { id?: string } } } };
+  if (first.status !== 200 || payload.result?.data?.code !== 200 || !payload.result.data.data?.id)
+    throw new Error(`tRPC create: expected 200 with code 200 and an id, got ${first.status} ${text}`);
+  const again = await send();
+  const replayed = await again.text();
+  if (again.headers.get('idempotent-replayed') !== 'true' || replayed !== text)
+    throw new Error(`tRPC create: the same key did not replay (${again.status} ${replayed})`);
+  ctx.log(
+    `trpc: a keyed create answered 200 (code 200, id ${payload.result.data.data.id}); its retry replayed`,
+  );
 }
