@@ -16,17 +16,20 @@ import { localsOf } from './locals.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { requestId } from './request-id.js';
 import { createRestFront, isJson } from './rest.js';
+import { createTrpcFront } from './trpc-front.js';
 
 /**
  * The service's request listener: the REST front (server/rest.ts) answers the REST routes, the load
- * of the service, without Express; every other request goes on to the Express app below.
+ * of the service, and the tRPC front (server/trpc-front.ts) a single POST of a tRPC mutation, both
+ * without Express; every other request goes on to the Express app below.
  */
 export function createApp(services: AppServices): RequestListener {
   const openapiDoc = buildOpenApiDocument(appRouter, '/');
   const rest = createRestFront(appRouter, openapiDoc.paths ?? {}, services);
+  const trpc = createTrpcFront(appRouter, services);
   const app = createExpressApp(services, openapiDoc);
   return (req: IncomingMessage, res: ServerResponse) => {
-    if (!rest(req, res)) app(req, res);
+    if (!rest(req, res) && !trpc(req, res)) app(req, res);
   };
 }
 

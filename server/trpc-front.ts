@@ -1,0 +1,171 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  type AnyProcedure,
+  type AnyRouter,
+  getErrorShape,
+  getTRPCErrorFromUnknown,
+  TRPCError,
+  transformTRPCResponse,
+} from '@trpc/server/unstable-core-do-not-import';
+import { deliveredFor, errorMeta } from '../routers/answer.js';
+import { errorAnswer } from '../routers/error-answer.js';
+import { accessLog, observeDuration } from './access-log.js';
+import type { AppServices } from './app-services.js';
+import { clientGone, contextFor } from './context-for.js';
+import { localsOf } from './locals.js';
+import { procedureCall } from './procedure-call.js';
+import { requestId } from './request-id.js';
+import { isJson } from './rest.js';
+
+const PREFIX = '/trpc/';
+
+/**
+ * The tRPC front: answers the one tRPC request of the service's load, a single (not batched) POST of
+ * a mutation with a JSON body, before and without Express and tRPC's own HTTP adapter, with the same
+ * answer they give: the same status, headers and body bytes. Everything else on /trpc (queries,
+ * batches, any query string, other media types, unknown procedures, other methods) goes on to them.
+ *
+ * What it keeps of tRPC is the protocol's own code: the procedure's chain (server/procedure-call.ts,
+ * as the REST front calls it), `getErrorShape` with the router's error formatter, and
+ * `transformTRPCResponse`, as tRPC's `resolveResponse` uses them for such a request; and the same
+ * `responseMeta` and `onError` as the adapter's options in server/app.ts. The input is read when the
+ * chain asks for it, as tRPC reads it (after authentication), with the same errors: a body over
+ * MAX_BODY_BYTES is PAYLOAD_TOO_LARGE, a body that is not JSON is BAD_REQUEST with the parser's
+ * message, an empty body is no input.
+ *
+ * Why: tRPC 11's node adapter turns each request into a Fetch `Request` (headers copied, an
+ * AbortController, a body stream) and writes its `Response` back through a WritableStream. For a
+ * user create that was 0.87 ms of the service's CPU against 0.26 ms for the same create over REST
+ * (docs/BENCHMARKS.md item 20).
+ *
+ * Returns false, having touched nothing, when the request is not one it answers.
+ */
+export function createTrpcFront(router: AnyRouter, services: AppServices) {
+  const config = router._def._config;
+  const limit = services.config.MAX_BODY_BYTES;
+  const logRequest = accessLog(services.logger);
+  const timeRequest = observeDuration(services.metrics);
+  const { logger } = services;
+  const mutations = new Map<string, ReturnType<typeof procedureCall>>();
+  const procedures: Record<string, AnyProcedure> = router._def.procedures;
+  for (const [path, procedure] of Object.entries(procedures)) {
+    if (procedure._def.type === 'mutation') mutations.set(path, procedureCall(procedure));
+  }
+
+  const answer = async (req: IncomingMessage, res: ServerResponse, path: string) => {
+    const call = mutations.get(path);
+    if (!call) throw new Error(`no mutation ${path}`);
+    const ctx = contextFor(services, req, res, clientGone(res));
+    let reading: Promise<unknown> | undefined;
+    let input: unknown;
+    const getRawInput = () => {
+      reading ??= readInput(req, limit).then((raw) => {
+        input = raw === undefined ? undefined : config.transformer.input.deserialize(raw);
+        return input;
+      });
+      return reading;
+    };
+    const headers: Record<string, string> = {
+      vary: 'trpc-accept, accept',
+      'content-type': 'application/json',
+    };
+    let status = 200;
+    let body: unknown;
+    try {
+      const data = await call({
+        ctx,
+        path,
+        type: 'mutation',
+        input: undefined,
+        getRawInput,
+        signal: undefined,
+        batchIndex: 0,
+      });
+      body = { result: { data } };
+      Object.assign(headers, deliveredFor(req)?.headers ?? {});
+    } catch (cause) {
+      const error = getTRPCErrorFromUnknown(cause);
+      if (errorAnswer(error).internal) {
+        logger.error({ err: error, reqId: localsOf(res).requestId }, 'unhandled error');
+      }
+      body = { error: getErrorShape({ config, ctx, error, input, path, type: 'mutation' }) };
+      const meta = errorMeta(error, req);
+      status = meta.status;
+      Object.assign(headers, meta.headers);
+    }
+    res.statusCode = status;
+    for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    res.end(
+      JSON.stringify(transformTRPCResponse(config, body as Parameters<typeof transformTRPCResponse>[1])),
+    );
+  };
+
+  return (req: IncomingMessage, res: ServerResponse): boolean => {
+    const url = req.url ?? '';
+    if (req.method !== 'POST' || !url.startsWith(PREFIX) || url.includes('?')) return false;
+    const path = url.slice(PREFIX.length);
+    if (!mutations.has(path) || !isJson(req.headers['content-type'])) return false;
+    const next = () => {};
+    requestId(req, res, next);
+    localsOf(res).route = `/trpc/${path}`;
+    logRequest(req, res, next);
+    timeRequest(req, res, next);
+    answer(req, res, path).catch((err: unknown) => {
+      logger.error({ err, reqId: localsOf(res).requestId }, 'unhandled error');
+      if (!res.headersSent) {
+        res.statusCode = 500;
+        res.end();
+      } else res.destroy();
+    });
+    return true;
+  };
+}
+
+/**
+ * The body as tRPC's JSON handler reads it: UTF-8 text (a BOM dropped, as `Request#text` does), no
+ * text no input, else JSON; over `limit` bytes PAYLOAD_TOO_LARGE, and any other failure BAD_REQUEST
+ * with its message.
+ */
+function readInput(req: IncomingMessage, limit: number): Promise<unknown> {
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) {
+        chunks.push(chunk);
+        return;
+      }
+      cleanup();
+      reject(new TRPCError({ code: 'PAYLOAD_TOO_LARGE' }));
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(Buffer.concat(chunks));
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    const cleanup = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+  })
+    .then((bytes) => {
+      const text = new TextDecoder().decode(bytes);
+      return text ? JSON.parse(text) : undefined;
+    })
+    .catch((cause: unknown) => {
+      if (cause instanceof TRPCError) throw cause;
+      throw new TRPCError({
+        code: 'BAD_REQUEST',
+        message: cause instanceof Error ? cause.message : 'Invalid input',
+        cause,
+      });
+    });
+}
