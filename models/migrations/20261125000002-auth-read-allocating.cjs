@@ -19,22 +19,14 @@ RETURNS TABLE ("userStatus" text, "userRole" text, "requestHash" text, status te
                "leaseExpired" boolean, expired boolean, "leaseLeftMs" float8,
                "newId" text, "newAt" timestamptz)
 LANGUAGE plpgsql VOLATILE AS $fn$
-#variable_conflict use_column
 BEGIN
-  -- As idem_auth_read (20261124000001-hot-path-functions): the user row by its primary key alone.
+  -- idem_auth_read's row (20261124000001-hot-path-functions), and the allocation when it found no
+  -- record (a record's request_hash is NOT NULL).
   RETURN QUERY
-  SELECT CASE WHEN u.tenant_id = p_tenant_id THEN u.status::text END,
-         CASE WHEN u.tenant_id = p_tenant_id THEN u.role::text END,
-         r.request_hash::text, r.status::text, r.resource_id::text,
-         r.response_body, r.http_status::integer, r.owner_token::text, r.field_hashes,
-         (r.lease_until IS NOT NULL AND r.lease_until < now()), (r.expires_at < now()),
-         CASE WHEN r.lease_until IS NULL THEN NULL
-              ELSE GREATEST(0, EXTRACT(EPOCH FROM r.lease_until - now()) * 1000)::float8 END,
-         CASE WHEN r.scope_key IS NULL THEN nextval(p_sequence::regclass)::text END,
+  SELECT a.*,
+         CASE WHEN a."requestHash" IS NULL THEN nextval(p_sequence::regclass)::text END,
          date_trunc('milliseconds', now())
-  FROM (SELECT 1) AS one
-  LEFT JOIN users u ON u.id = p_user_id::bigint
-  LEFT JOIN idempotency_records r ON r.scope_key = p_scope_key;
+  FROM idem_auth_read(p_user_id, p_tenant_id, p_scope_key) a;
 END
 $fn$;
 `),
