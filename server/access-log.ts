@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { deliveredFor } from '../routers/answer.js';
 import { localsOf } from './locals.js';
 import type { Metrics } from './metrics.js';
+import { requestId } from './request-id.js';
 
 /** The route label: a template (never a raw path with ids in it, which would explode cardinality). */
 export function routeOf(res: ServerResponse): string {
@@ -62,5 +63,22 @@ export function observeDuration(metrics: Metrics) {
       end({ route: routeOf(res), method: req.method ?? 'GET', status: String(res.statusCode) }),
     );
     next();
+  };
+}
+
+/**
+ * What Express's first layers do for a request (request id, route label, access log, duration
+ * metric), for the fronts that answer outside Express (server/rest.ts, server/trpc-front.ts): the
+ * same functions, in the same order.
+ */
+export function frontRequestSetup(logger: Logger, metrics: Metrics) {
+  const logRequest = accessLog(logger);
+  const timeRequest = observeDuration(metrics);
+  const next = () => {};
+  return (req: IncomingMessage, res: ServerResponse, route: string): void => {
+    requestId(req, res, next);
+    localsOf(res).route = route;
+    logRequest(req, res, next);
+    timeRequest(req, res, next);
   };
 }

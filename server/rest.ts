@@ -8,13 +8,12 @@ import { deliveredFor, errorMeta } from '../routers/answer.js';
 import { errorAnswer } from '../routers/error-answer.js';
 import type { AppRouter } from '../routers/index.js';
 import { metaByProcedure } from '../routers/meta.js';
-import { accessLog, observeDuration } from './access-log.js';
+import { frontRequestSetup } from './access-log.js';
 import type { AppServices } from './app-services.js';
 import { clientGone, contextFor } from './context-for.js';
 import { bodyReadError, sendError, writeJson } from './http-errors.js';
 import { localsOf } from './locals.js';
 import { procedureCall } from './procedure-call.js';
-import { requestId } from './request-id.js';
 import { buildRouteTable, matchRoute, type RestRoute } from './rest-routes.js';
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
@@ -116,8 +115,7 @@ export function createRestFront(router: AppRouter, paths: Record<string, object>
   const procedures = restProcedures(router);
   const limit = services.config.MAX_BODY_BYTES;
   const parseJson = express.json({ limit, strict: true, type: () => true });
-  const logRequest = accessLog(services.logger);
-  const timeRequest = observeDuration(services.metrics);
+  const setUp = frontRequestSetup(services.logger, services.metrics);
   const { logger } = services;
 
   const answer = async (req: IncomingMessage & { body?: unknown }, res: ServerResponse, found: Found) => {
@@ -181,11 +179,7 @@ export function createRestFront(router: AppRouter, paths: Record<string, object>
     const matched = matchRoute(routes, target.path);
     if (!matched) return false;
     const { route, params } = matched;
-    const next = () => {};
-    requestId(req, res, next);
-    localsOf(res).route = route.canonical;
-    logRequest(req, res, next);
-    timeRequest(req, res, next);
+    setUp(req, res, route.canonical);
     const procedure = procedures.get(`${req.method} ${route.canonical}`);
     if (!procedure || !route.methods.includes(req.method ?? '')) {
       sendError(res, new MethodNotAllowed(route.methods));

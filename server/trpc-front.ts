@@ -9,12 +9,11 @@ import {
 } from '@trpc/server/unstable-core-do-not-import';
 import { deliveredFor, errorMeta } from '../routers/answer.js';
 import { errorAnswer } from '../routers/error-answer.js';
-import { accessLog, observeDuration } from './access-log.js';
+import { frontRequestSetup } from './access-log.js';
 import type { AppServices } from './app-services.js';
 import { clientGone, contextFor } from './context-for.js';
 import { localsOf } from './locals.js';
 import { procedureCall } from './procedure-call.js';
-import { requestId } from './request-id.js';
 import { isJson } from './rest.js';
 
 const PREFIX = '/trpc/';
@@ -43,8 +42,7 @@ const PREFIX = '/trpc/';
 export function createTrpcFront(router: AnyRouter, services: AppServices) {
   const config = router._def._config;
   const limit = services.config.MAX_BODY_BYTES;
-  const logRequest = accessLog(services.logger);
-  const timeRequest = observeDuration(services.metrics);
+  const setUp = frontRequestSetup(services.logger, services.metrics);
   const { logger } = services;
   const mutations = new Map<string, ReturnType<typeof procedureCall>>();
   const procedures: Record<string, AnyProcedure> = router._def.procedures;
@@ -105,11 +103,7 @@ export function createTrpcFront(router: AnyRouter, services: AppServices) {
     if (req.method !== 'POST' || !url.startsWith(PREFIX) || url.includes('?')) return false;
     const path = url.slice(PREFIX.length);
     if (!mutations.has(path) || !isJson(req.headers['content-type'])) return false;
-    const next = () => {};
-    requestId(req, res, next);
-    localsOf(res).route = `/trpc/${path}`;
-    logRequest(req, res, next);
-    timeRequest(req, res, next);
+    setUp(req, res, `/trpc/${path}`);
     answer(req, res, path).catch((err: unknown) => {
       logger.error({ err, reqId: localsOf(res).requestId }, 'unhandled error');
       if (!res.headersSent) {
