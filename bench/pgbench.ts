@@ -86,7 +86,12 @@ export function scriptFromCapture(calls: CapturedCall[], setup: string[], subs: 
   const lines = [...setup];
   for (const call of calls) {
     let sql = inline(call.text, call.values);
-    for (const sub of subs) sql = sql.split(quote(sub.value)).join(sub.expression);
+    for (const sub of subs) {
+      // Inside another literal (a statement passed as a text value) the value stands between doubled
+      // quotes: the expression is spliced in by concatenation.
+      sql = sql.split(`''${sub.value.replace(/'/g, "''''")}''`).join(`''' || ${sub.expression} || '''`);
+      sql = sql.split(quote(sub.value)).join(sub.expression);
+    }
     lines.push(oneCommand(sql));
   }
   return `${lines.join('\n')}\n`;

@@ -4,6 +4,8 @@ import { isDatabaseBusy, isDatabaseUnavailable, isLockNotAvailable } from '../co
 import { processing } from '../core/envelope.js';
 import { Conflict, ServiceUnavailable, TooManyRequests } from '../core/errors.js';
 import { anyArmed, failpoint } from '../core/failpoints.js';
+import type { UserCheck } from '../models/user.js';
+import { businessStatementError, executeAtOnce } from './at-once.js';
 import { type Cap, type ClaimResult, claimedGuard, SlotRows } from './caps.js';
 import { differingFields } from './fingerprint.js';
 import { FoldedTransaction } from './folded-transaction.js';
@@ -41,6 +43,16 @@ export interface IdempotentRequest extends ClaimRequest {
    */
   rebuild?: (resourceId: string) => Promise<Reply | undefined>;
 }
+
+/**
+ * What runAtOnce did: answered the request; refused it by the user row's rule (nothing read or
+ * written: the row, or its absence, says which 403); or left it to the general path (runLocal after
+ * the auth read), which answers every case the one statement does not.
+ */
+export type AtOnce =
+  | { kind: 'answered'; outcome: Outcome }
+  | { kind: 'refused'; user: { status: string | null; role: string | null } }
+  | { kind: 'general' };
 
 /** What the operation of a Mode A request did inside the engine's transaction. */
 export type LocalResult =
@@ -178,6 +190,74 @@ export class IdempotencyEngine {
       return this.inFlight(req, null);
     } finally {
       if (heldPlaceholder) await this.placeholder?.release(req.scopeKey, heldPlaceholder);
+    }
+  }
+
+  /** runAtOnce takes requests now: no Redis placeholder, no failpoint between claim and commit. */
+  get atOnceAvailable(): boolean {
+    return !this.placeholder && !anyArmed(BETWEEN_CLAIM_AND_COMMIT);
+  }
+
+  /**
+   * Mode A in one statement and one round trip (at-once.ts, idem_execute): a keyed create whose answer
+   * is known before its write (`work.answer`: its id and time were taken beforehand). The user row's
+   * rule (`check`) is checked by the statement, the key's record read by it, and, when the key is new,
+   * the claim inserts the record in its final state and the business statement writes, as one
+   * transaction. Everything else (the user refused; a record found, which is answered here as after
+   * the auth read; a lost claim) is decided from what the statement returns. A failed business
+   * statement leaves nothing behind and goes to the general path, which stores a final failure.
+   * Not taken (`general` at once) where the general path has a step this one has not: the Redis
+   * placeholder, and a failpoint between claim and commit.
+   */
+  async runAtOnce(
+    req: IdempotentRequest,
+    work: LocalStatement,
+    check: UserCheck,
+    signal?: Cancellation,
+  ): Promise<AtOnce> {
+    const known = work.answer;
+    if (!known || !this.atOnceAvailable) return { kind: 'general' };
+    await this.slotRows.ensure(req.userScope);
+    await failpoint('local.before-claim');
+    const final = this.finalState(req, known);
+    const business = work.sql(claimedGuard(req.scopeKey));
+    let row: Awaited<ReturnType<typeof executeAtOnce>>;
+    try {
+      row = await executeAtOnce(this.sequelize, req, this.settings, check, final, business);
+    } catch (err) {
+      const answered = (outcome: Outcome): AtOnce => ({ kind: 'answered', outcome });
+      if (!businessStatementError(err)) {
+        // Waited the whole bound on a duplicate's claim: it is still running.
+        if (isLockNotAvailable(err)) return answered(this.inFlight(req, null));
+        throw err;
+      }
+      // The business write waited the whole bound on another transaction's row (or deadlocked):
+      // nothing was kept, and the general path would wait again.
+      if (isDatabaseBusy(err)) {
+        const error = new ServiceUnavailable('Database busy; retry with the same Idempotency-Key');
+        return answered({ kind: 'rolled_back', error });
+      }
+      return { kind: 'general' };
+    }
+    switch (row.kind) {
+      case 'refused':
+        return row;
+      case 'claimed':
+        await failpoint('local.after-commit');
+        return { kind: 'answered', outcome: { kind: 'executed', reply: known.reply } };
+      case 'found':
+        if (row.record.expired && row.record.status !== 'PROCESSING') return { kind: 'general' };
+        return { kind: 'answered', outcome: await this.answerDuplicate(req, row.record, signal) };
+      case 'lost': {
+        if (row.slotsMissing) return { kind: 'general' };
+        const lost = await this.whyNotClaimed(req, row.cap);
+        if (lost.kind === 'expired') return { kind: 'general' };
+        const outcome =
+          lost.kind === 'limited'
+            ? this.limited(lost.cap)
+            : await this.answerDuplicate(req, lost.record, signal);
+        return { kind: 'answered', outcome };
+      }
     }
   }
 

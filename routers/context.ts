@@ -3,6 +3,7 @@ import type { Sequelize } from 'sequelize';
 import type { Config } from '../core/config.js';
 import type { Cancellation, IdempotencyEngine } from '../idempotency/engine.js';
 import type { OutcomeKind } from '../idempotency/outcome.js';
+import type { IdBlocks } from '../models/id-blocks.js';
 import type { PaymentDeps } from '../payments/payment-deps.js';
 import type { Identity } from './auth/jwt.js';
 import type { Prefetched } from './auth/who.js';
@@ -12,6 +13,8 @@ export interface Services {
   config: Config;
   sequelize: Sequelize;
   idempotency: IdempotencyEngine;
+  /** New rows' ids, taken from their sequences in blocks (keyed creates sent as one statement). */
+  ids: IdBlocks;
   payments: PaymentDeps;
   /** Counts what the idempotency protocol did, per operation (a Prometheus counter in server/). */
   countOutcome(operation: string, outcome: OutcomeKind): void;

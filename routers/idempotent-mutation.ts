@@ -5,12 +5,12 @@ import { z } from 'zod';
 import type { Config } from '../core/config.js';
 import { type Envelope, ok, type Processing, processingSchema } from '../core/envelope.js';
 import type { Allocated } from '../core/sql.js';
-import type { IdempotentRequest, LocalResult, LocalWork } from '../idempotency/engine.js';
+import type { IdempotentRequest, LocalResult, LocalStatement, LocalWork } from '../idempotency/engine.js';
 import { readIdempotencyKey } from '../idempotency/key.js';
 import type { Outcome, Reply } from '../idempotency/outcome.js';
 import type { UserCheck } from '../models/user.js';
 import { type Answer, deliver } from './answer.js';
-import { refusedBecause, userCheck } from './auth/who.js';
+import { admittedAs, readUser, refusedBecause, requireAdminRole, userCheck, userRowOf } from './auth/who.js';
 import type { AuthedContext } from './context.js';
 import { errorAnswer } from './error-answer.js';
 import { idempotentRequest } from './idempotent-request.js';
@@ -154,27 +154,44 @@ function procedure<I extends z.ZodType, O>(
   output: z.ZodType<O>,
 ) {
   const { status, location } = def.success;
+  const keyless = checksUserKeyless(def);
+  const keyed = checksUserKeyed(def);
   return authedProcedure
     .meta({
       openapi: def.openapi,
       ...(status === 200 ? {} : { successStatus: status }),
       ...(status === 201 && location ? { createdLocation: true } : {}),
       idempotencyKey: def.key,
-      ...('runAlone' in def && def.runAlone ? { userCheckInWrite: def.admin ? 'admin' : 'any-role' } : {}),
+      ...(keyless || keyed
+        ? { userCheckInWrite: { role: def.admin ? 'admin' : 'any-role', keyless, keyed } as const }
+        : {}),
       ...(def.allocatesIdFrom ? { allocatesIdFrom: def.allocatesIdFrom } : {}),
     })
     .input(def.input)
     .output(output);
 }
 
+/** Without a key, the write is one statement that can check the user row itself (`runAlone`). */
+function checksUserKeyless(def: object): boolean {
+  return 'runAlone' in def && def.runAlone !== undefined;
+}
+
+/** With a key, the create is sent as one statement that checks the user row (engine.ts runAtOnce). */
+function checksUserKeyed(def: object): boolean {
+  return (
+    'allocatesIdFrom' in def && def.allocatesIdFrom !== undefined && 'statement' in def && !!def.statement
+  );
+}
+
 /**
  * The key (400) and the role (403), in the order CONTRACT section 3 gives their answers. Without the
- * user row read (`userCheckInWrite`), the role is checked by the write instead (`runAlone`'s check).
+ * user row read (`userCheckInWrite`), the role is checked by the write instead (`runAlone`'s check,
+ * or the keyed create's statement).
  */
 function admit(ctx: AuthedContext, def: Definition<z.ZodType>): string | undefined {
   const key = readIdempotencyKey(ctx.headers['idempotency-key'], def.key === 'required');
-  if (ctx.userCheckInWrite && (key !== undefined || !('runAlone' in def) || !def.runAlone)) {
-    // Only a keyless one-statement write carries the check; anything else must not run unchecked.
+  if (ctx.userCheckInWrite && !(key === undefined ? checksUserKeyless(def) : checksUserKeyed(def))) {
+    // Only a write that carries the check may run without the row read; anything else must not.
     throw new Error('the user row was not read, and this write cannot check it');
   }
   if (def.admin && !ctx.userCheckInWrite) requireAdmin(ctx);
@@ -235,24 +252,78 @@ async function local<I extends z.ZodType, D extends { id: string } | void>(
   }
   const location = 'location' in def.success ? def.success.location : undefined;
   const request = idempotentRequest(ctx, def, input, operation, key, location);
+  let authed = ctx;
+  if (ctx.userCheckInWrite) {
+    // A keyed create sent as one statement, which checks the user row itself (authentication read
+    // nothing); when it leaves the request to the general path, the row is read now, as
+    // authentication would have, with the key's record.
+    const done = 'statement' in def ? await atOnce(ctx, def, input, request) : undefined;
+    if (done) return counted(ctx, operation, done);
+    authed = await readFirst(ctx, def, request.scopeKey);
+  }
   // The key's record when authentication already read it for this very scope (one round trip less).
-  const mine = ctx.prefetched?.scopeKey === request.scopeKey ? ctx.prefetched : undefined;
+  const mine = authed.prefetched?.scopeKey === request.scopeKey ? authed.prefetched : undefined;
   const prefetched = mine ? { record: mine.record } : undefined;
   const statement =
     'statement' in def && def.statement
-      ? await def.statement({ ctx, input, allocated: mine?.allocated })
+      ? await def.statement({ ctx: authed, input, allocated: mine?.allocated })
       : undefined;
-  const known = statement?.answer;
-  const work: LocalWork = statement
-    ? {
-        sql: statement.sql,
-        settle: (rows) => ({ ok: true, ...successOf(def, statement.result(rows)) }),
-        fail: (err) => failureAsResult(statement.error(err)),
-        ...(known === undefined ? {} : { answer: { ok: true, ...successOf(def, known) } }),
-      }
-    : (tx) => failureAsReply(execute(tx));
-  const outcome = await ctx.services.idempotency.runLocal(request, work, ctx.signal, prefetched);
-  return counted(ctx, operation, outcome);
+  const work: LocalWork = statement ? statementWork(def, statement) : (tx) => failureAsReply(execute(tx));
+  const outcome = await authed.services.idempotency.runLocal(request, work, authed.signal, prefetched);
+  return counted(authed, operation, outcome);
+}
+
+/** A business statement as the engine's Mode A work (its answer, when known before the write). */
+function statementWork<D extends { id: string }>(
+  def: { success: Success | { status: 204 }; output?: unknown },
+  statement: BusinessStatement<D>,
+): LocalStatement {
+  const known = statement.answer;
+  return {
+    sql: statement.sql,
+    settle: (rows) => ({ ok: true, ...successOf(def, statement.result(rows)) }),
+    fail: (err) => failureAsResult(statement.error(err)),
+    ...(known === undefined ? {} : { answer: { ok: true, ...successOf(def, known) } }),
+  };
+}
+
+/**
+ * A keyed create in one statement (engine.ts runAtOnce): its id from a block taken ahead
+ * (models/id-blocks.ts) and its time, so its answer is known before it is sent. undefined: the
+ * general path answers it.
+ */
+async function atOnce<I extends z.ZodType, D extends { id: string }>(
+  ctx: AuthedContext,
+  def: Local<I, D>,
+  input: InputOf<I>,
+  request: IdempotentRequest,
+): Promise<Outcome | undefined> {
+  const sequence = def.allocatesIdFrom;
+  const { ids, idempotency } = ctx.services;
+  if (!sequence || !def.statement || !idempotency.atOnceAvailable) return undefined;
+  const allocated = await ids.take(sequence);
+  const statement = await def.statement({ ctx, input, allocated });
+  const check = userCheck(ctx.auth, def.admin === true);
+  const done = await idempotency.runAtOnce(request, statementWork(def, statement), check, ctx.signal);
+  if (done.kind === 'refused') {
+    // The 403 the row means (DISABLED, or not an admin); the statement and this rule are the same.
+    const auth = admittedAs(ctx.auth, userRowOf(done.user));
+    if (def.admin) requireAdminRole(auth);
+    return undefined;
+  }
+  return done.kind === 'answered' ? done.outcome : undefined;
+}
+
+/** The user row and the key's record read first, as authentication reads them for any other request. */
+async function readFirst(
+  ctx: AuthedContext,
+  def: { admin?: boolean; allocatesIdFrom?: string },
+  scope: string,
+): Promise<AuthedContext> {
+  const { row, prefetched } = await readUser(ctx.services.sequelize, ctx.auth, scope, def.allocatesIdFrom);
+  const auth = admittedAs(ctx.auth, row);
+  if (def.admin) requireAdminRole(auth);
+  return { ...ctx, auth, prefetched, userCheckInWrite: false };
 }
 
 /** The reply of a success, and the resource id a create stores with its record. */

@@ -14,13 +14,16 @@ export type ProcedureMeta = {
   /** The Idempotency-Key header this operation takes. */
   idempotencyKey?: 'required' | 'optional';
   /**
-   * Without a key, its one statement checks the user row itself (routers/trpc.ts authedProcedure):
-   * for a token of any role, or (`admin`) only for an admin's token.
+   * Its one statement checks the user row itself, so authentication reads nothing first
+   * (routers/trpc.ts authedProcedure): for a token of any role, or (`admin`) only for an admin's
+   * token; without a key (`keyless`: a create that is one statement), with one (`keyed`: a keyed
+   * create sent as one statement, idempotency/engine.ts runAtOnce), or both.
    */
-  userCheckInWrite?: 'admin' | 'any-role';
+  userCheckInWrite?: { role: 'admin' | 'any-role'; keyless: boolean; keyed: boolean };
   /**
-   * A keyed create whose answer is known before its write: the auth read allocates the new row's id
-   * from this sequence (and the time) when the key has no record (routers/auth/who.ts readUser).
+   * A keyed create whose answer is known before its write: its new row's id comes from this sequence
+   * (a block of them taken ahead, models/id-blocks.ts; on the general path, the auth read allocates
+   * it when the key has no record, routers/auth/who.ts readUser).
    */
   allocatesIdFrom?: string;
 };
@@ -31,7 +34,9 @@ const metaSchema = z.object({
   successStatus: z.union([z.literal(201), z.literal(204)]).optional(),
   createdLocation: z.boolean().optional(),
   idempotencyKey: z.enum(['required', 'optional']).optional(),
-  userCheckInWrite: z.enum(['admin', 'any-role']).optional(),
+  userCheckInWrite: z
+    .object({ role: z.enum(['admin', 'any-role']), keyless: z.boolean(), keyed: z.boolean() })
+    .optional(),
   allocatesIdFrom: z.string().optional(),
   openapi: z.object({ method: z.string(), path: z.string() }).loose().optional(),
 });

@@ -1,7 +1,7 @@
 import { initTRPC } from '@trpc/server';
 import { TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
 import type { z } from 'zod';
-import { DomainError, Forbidden } from '../core/errors.js';
+import { DomainError } from '../core/errors.js';
 import { IDEMPOTENCY_KEY_PATTERN, scopeKey } from '../idempotency/key.js';
 import { type Identity, verifyBearer } from './auth/jwt.js';
 import { admittedAs, readUser, requireAdminRole } from './auth/who.js';
@@ -59,23 +59,27 @@ export const publicProcedure = t.procedure.use(domainErrorsKeepTheirCode);
  * and the row's role wins over the token's, so a demotion takes effect before the token expires.
  *
  * A mutation whose write can check the row itself (meta `userCheckInWrite`: a keyless create that is
- * one statement) reads nothing first: its statement carries the same rule (routers/auth/who.ts
- * `userCheck`), so it takes one round trip instead of two. Any other answer it ends with (a 400, say)
+ * one statement, or a keyed create sent as one) reads nothing first: its statement carries the same
+ * rule (routers/auth/who.ts `userCheck`), so it takes one round trip instead of two. Any other answer it ends with (a 400, say)
  * is then held to the rule here afterwards: a DISABLED user's 403 comes first, as CONTRACT section 3
  * ranks it with 401.
  */
 export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, type, meta }) => {
   const identity: Identity = verifyBearer(ctx.services.config.JWT_SECRET, ctx.headers.authorization);
   const key = ctx.headers['idempotency-key'];
+  const wellFormedKey = typeof key === 'string' && IDEMPOTENCY_KEY_PATTERN.test(key);
   // Only when the token's role would do (a user token for an admin-only write is read first, so that
   // it is refused before the write's own work, such as hashing a password).
+  const check = type === 'mutation' ? meta?.userCheckInWrite : undefined;
   const rideAlong =
-    meta?.userCheckInWrite === 'any-role' ||
-    (meta?.userCheckInWrite === 'admin' && identity.role === 'admin');
-  if (type === 'mutation' && rideAlong && key === undefined) {
+    check !== undefined &&
+    (check.role === 'any-role' || identity.role === 'admin') &&
+    (key === undefined ? check.keyless : wellFormedKey && check.keyed);
+  if (rideAlong) {
     const result = await next({ ctx: { auth: identity, userCheckInWrite: true } });
-    // A 403 was decided from the row already (the write's condition refused).
-    if (result.ok || result.error.cause instanceof Forbidden) return result;
+    // A 400 is decided before the write, which checks the row: the row is read for it, so that a
+    // DISABLED user's 403 wins. Any other answer came from the write's own check or after it.
+    if (result.ok || errorAnswer(result.error).status !== 400) return result;
     const { row } = await readUser(ctx.services.sequelize, identity);
     admittedAs(identity, row);
     return result;
@@ -84,7 +88,7 @@ export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, typ
   // key's own checks, and a 400 for a malformed one, come later in the idempotent mutation); a
   // create that declares its id sequence also gets its new id and time there when the key is new.
   const scope =
-    type === 'mutation' && typeof key === 'string' && IDEMPOTENCY_KEY_PATTERN.test(key)
+    type === 'mutation' && wellFormedKey
       ? scopeKey(identity.tenantId, identity.userId, path, key)
       : undefined;
   // On every authenticated request: a plain indexed read, no model instance built.

@@ -9,6 +9,7 @@ import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulat
 import { Placeholder } from '../idempotency/placeholder.js';
 import { purgeExpired } from '../idempotency/purge-expired.js';
 import { oldestProcessingAgeSeconds } from '../idempotency/readings.js';
+import { IdBlocks } from '../models/id-blocks.js';
 import { initModels } from '../models/index.js';
 import { migrate } from '../models/migrate.js';
 import type { PaymentDeps } from '../payments/payment-deps.js';
@@ -94,6 +95,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
     logger,
     metrics,
     idempotency,
+    ids: new IdBlocks(db.sequelize),
     payments,
     countOutcome: (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
   };

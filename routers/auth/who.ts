@@ -1,6 +1,7 @@
 import type { Sequelize } from 'sequelize';
 import { Forbidden } from '../../core/errors.js';
 import { type Allocated, sqlRows } from '../../core/sql.js';
+import { recordOfRow } from '../../idempotency/at-once.js';
 import type { StoredRecord } from '../../idempotency/record-store.js';
 import type { User, UserCheck } from '../../models/user.js';
 import type { Identity } from './jwt.js';
@@ -44,27 +45,18 @@ export async function readUser(
         ])
       : await sqlRows<Joined>(sequelize, 'SELECT * FROM idem_auth_read($1, $2, $3)', params);
   const { userStatus, userRole, newId, newAt, ...record } = joined;
-  const row = userStatus && userRole ? { status: userStatus, role: userRole } : undefined;
+  const row = userRowOf({ status: userStatus, role: userRole });
   if (!scopeKey) return { row };
-  const found = record.requestHash === null ? undefined : storedRecord(record);
+  const found = record.requestHash === null ? undefined : recordOfRow(record);
   const allocated = newId && newAt ? { id: newId, at: newAt } : undefined;
   return { row, prefetched: { scopeKey, record: found, ...(allocated ? { allocated } : {}) } };
 }
 
-/** The joined row's record columns, present (requestHash and status are NOT NULL in the table). */
-function storedRecord(r: Omit<Joined, 'userStatus' | 'userRole'>): StoredRecord {
-  return {
-    requestHash: r.requestHash ?? '',
-    status: r.status ?? 'PROCESSING',
-    resourceId: r.resourceId,
-    responseBody: r.responseBody,
-    httpStatus: r.httpStatus,
-    ownerToken: r.ownerToken,
-    leaseExpired: r.leaseExpired ?? false,
-    leaseLeftMs: r.leaseLeftMs,
-    fieldHashes: r.fieldHashes,
-    expired: r.expired ?? false,
-  };
+/** The user row's rule columns as a read returns them (null: no row of that user in the tenant). */
+export function userRowOf(user: { status: string | null; role: string | null }): UserRow {
+  return user.status && user.role
+    ? { status: user.status as User['status'], role: user.role as User['role'] }
+    : undefined;
 }
 
 /** Refuses any role but admin (403). */

@@ -7,12 +7,29 @@ type Query = (...args: unknown[]) => unknown;
  * process; every Sequelize and raw query is one call of `pg`'s `Client#query`: one round trip).
  */
 export async function queriesDuring(fn: () => Promise<void>): Promise<string[]> {
-  const texts: string[] = [];
+  return (await callsDuring(fn)).map((c) => c.text);
+}
+
+/** One query call: its text (white space folded) and its bound values, if any. */
+export interface QueryCall {
+  text: string;
+  values: unknown[] | undefined;
+}
+
+/** Every query call the in-process server makes while `fn` runs, with its bound values. */
+export async function callsDuring(fn: () => Promise<void>): Promise<QueryCall[]> {
+  const calls: QueryCall[] = [];
   const proto = pg.Client.prototype as unknown as { query: Query };
   const original = proto.query;
   proto.query = function (this: unknown, ...args: unknown[]) {
-    const first = args[0] as string | { text?: string } | undefined;
-    texts.push(typeof first === 'string' ? first : (first?.text ?? ''));
+    const first = args[0] as string | { text?: string; values?: unknown[] } | undefined;
+    const text = typeof first === 'string' ? first : (first?.text ?? '');
+    const values = Array.isArray(args[1])
+      ? (args[1] as unknown[])
+      : typeof first === 'object'
+        ? first?.values
+        : undefined;
+    calls.push({ text: text.replace(/\s+/g, ' ').trim(), values });
     return original.apply(this, args);
   };
   try {
@@ -21,7 +38,9 @@ export async function queriesDuring(fn: () => Promise<void>): Promise<string[]> 
     proto.query = original;
   }
   // The shared server's purge job (every PURGE_INTERVAL_MS) may fire meanwhile: not the request's.
-  return texts
-    .map((t) => t.replace(/\s+/g, ' ').trim())
-    .filter((t) => !t.startsWith('SET LOCAL enable_seqscan'));
+  return calls.filter((c) => !c.text.startsWith('SET LOCAL enable_seqscan'));
 }
+
+/** A block of new ids taken from a sequence (models/id-blocks.ts): one round trip per 64 creates. */
+export const isIdBlock = (text: string) =>
+  /^SELECT nextval\(\$1::regclass\)::text AS id FROM generate_series/.test(text);
