@@ -12,6 +12,7 @@ import { FoldedTransaction } from './folded-transaction.js';
 import { LeaseStore } from './lease.js';
 import type { Outcome, Reply } from './outcome.js';
 import type { Placeholder } from './placeholder.js';
+import { RecentKeys } from './recent-keys.js';
 import {
   type ClaimRequest,
   claimLocal,
@@ -140,6 +141,8 @@ export function sameRequest(req: ClaimRequest, found: StoredRecord): boolean {
 export class IdempotencyEngine {
   readonly leases: LeaseStore;
   readonly slotRows: SlotRows;
+  /** Keys this process saw a record of lately: their retries take the auth read first (recent-keys.ts). */
+  readonly recent = new RecentKeys();
 
   constructor(
     private readonly sequelize: Sequelize,
@@ -193,9 +196,13 @@ export class IdempotencyEngine {
     }
   }
 
-  /** runAtOnce takes requests now: no Redis placeholder, no failpoint between claim and commit. */
-  get atOnceAvailable(): boolean {
-    return !this.placeholder && !anyArmed(BETWEEN_CLAIM_AND_COMMIT);
+  /**
+   * runAtOnce takes this request now: no Redis placeholder, no failpoint between claim and commit,
+   * and the key not one this process saw a record of lately (most likely a replay, cheaper by the
+   * auth read: recent-keys.ts).
+   */
+  atOnceAvailable(scopeKey: string): boolean {
+    return !this.placeholder && !anyArmed(BETWEEN_CLAIM_AND_COMMIT) && !this.recent.has(scopeKey);
   }
 
   /**
@@ -216,7 +223,7 @@ export class IdempotencyEngine {
     signal?: Cancellation,
   ): Promise<AtOnce> {
     const known = work.answer;
-    if (!known || !this.atOnceAvailable) return { kind: 'general' };
+    if (!known || !this.atOnceAvailable(req.scopeKey)) return { kind: 'general' };
     await this.slotRows.ensure(req.userScope);
     await failpoint('local.before-claim');
     const final = this.finalState(req, known);
@@ -243,6 +250,7 @@ export class IdempotencyEngine {
       case 'refused':
         return row;
       case 'claimed':
+        this.recent.add(req.scopeKey);
         await failpoint('local.after-commit');
         return { kind: 'answered', outcome: { kind: 'executed', reply: known.reply } };
       case 'found':
@@ -313,6 +321,7 @@ export class IdempotencyEngine {
         : this.answerDuplicate(req, lost.record, signal);
     }
 
+    this.recent.add(req.scopeKey);
     if (known && !('failed' in claim)) {
       await failpoint('local.after-commit');
       return { kind: 'executed', reply: known.reply };
@@ -387,6 +396,7 @@ export class IdempotencyEngine {
     found: StoredRecord,
     signal?: Cancellation,
   ): Promise<Outcome> {
+    this.recent.add(req.scopeKey);
     if (!sameRequest(req, found)) {
       const error = new Conflict('key_reused', 'Idempotency-Key was already used with a different request', {
         mismatch: mismatchOf(req, found),

@@ -300,7 +300,7 @@ async function atOnce<I extends z.ZodType, D extends { id: string }>(
 ): Promise<Outcome | undefined> {
   const sequence = def.allocatesIdFrom;
   const { ids, idempotency } = ctx.services;
-  if (!sequence || !def.statement || !idempotency.atOnceAvailable) return undefined;
+  if (!sequence || !def.statement || !idempotency.atOnceAvailable(request.scopeKey)) return undefined;
   const allocated = await ids.take(sequence);
   const statement = await def.statement({ ctx, input, allocated });
   const check = userCheck(ctx.auth, def.admin === true);
