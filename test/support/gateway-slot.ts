@@ -1,9 +1,9 @@
 import http from 'node:http';
 import net, { type Socket } from 'node:net';
-import { freePort } from '../../core/embedded-postgres.js';
 import { createGatewayClient } from '../../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../../gateway/simulator.js';
 import type { GatewayClient, Ledger } from '../../gateway/types.js';
+import { stablePort } from './stable-port.js';
 
 /**
  * One loopback port that the service instances know as PAYMENT_GATEWAY_URL, and what answers on it,
@@ -48,9 +48,10 @@ interface Running {
 }
 
 export async function startGatewaySlot(): Promise<GatewaySlot> {
-  const port = await freePort();
+  // Both are listened on again after each outage the test makes: ports no outgoing connection takes.
+  const port = await stablePort();
   const url = `http://127.0.0.1:${port}`;
-  const backendPort = await freePort();
+  const backendPort = await stablePort();
   // Patient: the test's own calls must never time out while the service's calls do.
   const client = createGatewayClient({ baseUrl: `http://127.0.0.1:${backendPort}`, timeoutMs: 5000 });
   let backend: Running | undefined;
