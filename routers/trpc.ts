@@ -60,9 +60,9 @@ export const publicProcedure = t.procedure.use(domainErrorsKeepTheirCode);
  *
  * A mutation whose write can check the row itself (meta `userCheckInWrite`: a keyless create that is
  * one statement, or a keyed create sent as one) reads nothing first: its statement carries the same
- * rule (routers/auth/who.ts `userCheck`), so it takes one round trip instead of two. Any other answer it ends with (a 400, say)
- * is then held to the rule here afterwards: a DISABLED user's 403 comes first, as CONTRACT section 3
- * ranks it with 401.
+ * rule (routers/auth/who.ts `userCheck`), so it takes one round trip instead of two. A 400, decided
+ * before the write, is then held to the rule here afterwards: a DISABLED user's 403 comes first, as
+ * CONTRACT section 3 ranks it with 401.
  */
 export const authedProcedure = publicProcedure.use(async ({ ctx, next, path, type, meta }) => {
   const identity: Identity = verifyBearer(ctx.services.config.JWT_SECRET, ctx.headers.authorization);
