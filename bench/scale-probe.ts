@@ -28,9 +28,9 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../core/embedded-postgres.js';
 import { type Cluster, startCluster } from '../deploy/ha/cluster.js';
+import { findNginx, type Nginx, startNginx } from '../deploy/nginx.js';
 import { startGatewaySimulator } from '../gateway/simulator.js';
 import { signToken } from '../routers/auth/jwt.js';
-import { findNginx, type Nginx, startNginx } from '../test/support/nginx.js';
 
 interface AutocannonResult {
   requests: { average: number; total: number };

@@ -4,9 +4,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { createServiceClient, newIdempotencyKey, StillProcessingError } from '../../client/index.js';
+import { findNginx, type Nginx, startNginx } from '../../deploy/nginx.js';
 import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
-import { findNginx, type Nginx, startNginx } from '../support/nginx.js';
 import { createOrder } from '../support/orders.js';
 import { shortLeaseEnv } from '../support/payment-calls.js';
 import { type Instance, startInstance } from '../support/processes.js';

@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
+import { findNginx, type Nginx, startNginx } from '../../deploy/nginx.js';
 import { createGatewayClient } from '../../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../../gateway/simulator.js';
 import type { GatewayClient } from '../../gateway/types.js';
 import { type HttpResult, http } from '../support/http.js';
-import { findNginx, type Nginx, startNginx } from '../support/nginx.js';
 import { type Instance, killAll, startInstances } from '../support/processes.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';

@@ -1,13 +1,25 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../../core/embedded-postgres.js';
-import { DEPLOY_CONF, findNginx, renderNginxConf } from '../../deploy/nginx-conf.js';
+import { DEPLOY_CONF, findNginx, renderNginxConf } from './nginx-conf.js';
 
 export { findNginx };
+
+// deploy/ imports no service code (.dependency-cruiser.cjs), so not core/'s freePort: the same three calls.
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
 
 export interface Nginx {
   url: string;
@@ -20,7 +32,10 @@ export interface Nginx {
   stop(): Promise<void>;
 }
 
-/** Starts nginx (not daemonised, a child of this process) with deploy/nginx.conf in front of `upstreams`. */
+/**
+ * Starts nginx (not daemonised, a child of this process) with deploy/nginx.conf in front of `upstreams`.
+ * Here rather than in test/ because the scale probe (bench/) runs the same balancer as the tests.
+ */
 export async function startNginx(upstreams: string[], binary = findNginx()): Promise<Nginx> {
   if (!binary) throw new Error('nginx is not installed');
   const dir = await mkdtemp(path.join(os.tmpdir(), 'idem-nginx-'));
