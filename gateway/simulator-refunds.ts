@@ -58,7 +58,8 @@ export function createRefundDesk(ledger: Ledger) {
       if (!charge) throw new HttpError(404, 'no such charge for this paymentNo');
       if (charge.currency !== input.currency) throw new HttpError(409, "currency differs from the charge's");
       if (hit(f.errorRate)) return serverError(res, f, sleep, 'refunded');
-      // The cap holds even when keys are ignored: a gateway never pays back more than it took.
+      // The cap holds even when keys are ignored: a gateway never pays back more than it took. No
+      // await between this check and the push: concurrent refunds of one charge cannot both pass it.
       const over = cents(input.amount) > leftOf(charge);
       refund = {
         ...input,

@@ -69,6 +69,14 @@ describe('gateway client: business refunds against the simulator process', () =>
     ]);
   });
 
+  it('when five refunds of 4.00 of one 10.00 charge arrive at once, then exactly two succeed', async () => {
+    const c = await charged('10.00');
+    const outcomes = await Promise.all(Array.from({ length: 5 }, () => client.refund(refundOf(c, '4.00'))));
+    expect(outcomes.filter((o) => o.kind === 'refunded')).to.have.length(2);
+    expect(outcomes.filter((o) => o.kind === 'declined')).to.have.length(3);
+    expect((await refundsOf(c)).filter((r) => r.status === 'SUCCEEDED')).to.have.length(2);
+  });
+
   it('when a refund exceeds the charge, then it is declined, recorded, and the whole amount stays refundable', async () => {
     const c = await charged('10.00');
     const over = await client.refund(refundOf(c, '10.01'));
