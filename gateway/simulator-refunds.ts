@@ -1,7 +1,7 @@
 // The simulator's POST /refunds (both forms) and GET /refunds/{refundNo} (CONTRACT.md section 9).
 import type http from 'node:http';
 import { deliver, HttpError, hit, newId, parse, send, serverError } from './simulator-http.js';
-import type { BusinessRefund, Charge, Faults, Ledger, Refund } from './types.js';
+import type { BusinessRefund, Charge, Faults, Ledger, Refund, RefundRequest } from './types.js';
 import { businessRefundRequestSchema, refundRequestSchema } from './wire.js';
 
 type Sleep = (ms: number) => Promise<void>;
@@ -19,6 +19,13 @@ function isBusiness(req: http.IncomingMessage, body: unknown): boolean {
   if (typeof body !== 'object' || body === null) return false;
   return ['refundNo', 'amount', 'currency'].some((field) => field in body);
 }
+
+/** A replay must ask for the refund the key was first used for. */
+const sameRefund = (a: RefundRequest, b: RefundRequest) =>
+  a.paymentNo === b.paymentNo &&
+  a.chargeId === b.chargeId &&
+  a.amount === b.amount &&
+  a.currency === b.currency;
 
 export function createRefundDesk(ledger: Ledger) {
   const firstRefund = new Map<string, BusinessRefund>();
@@ -44,10 +51,7 @@ export function createRefundDesk(ledger: Ledger) {
     if (req.headers['idempotency-key'] !== input.refundNo)
       throw new HttpError(400, 'Idempotency-Key header must equal refundNo');
     let refund = f.ignoreIdempotencyKey ? undefined : firstRefund.get(input.refundNo);
-    if (
-      refund &&
-      (['paymentNo', 'chargeId', 'amount', 'currency'] as const).some((k) => refund![k] !== input[k])
-    )
+    if (refund && !sameRefund(refund, input))
       throw new HttpError(409, 'Idempotency-Key reused with a different charge, amount or currency');
     if (!refund) {
       // Nothing is recorded for a refund that names no charge: a DECLINED record would claim that a
