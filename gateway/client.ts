@@ -1,18 +1,33 @@
-// HTTP client for the payment gateway (CONTRACT.md section 9).
-//
-// Why node:http(s) with an Agent({keepAlive: true}) rather than the global fetch: fetch's pool (undici's
-// global dispatcher) is shared by the whole process and cannot be closed without importing undici,
-// which is not a dependency; and fetch folds every transport failure into one "fetch failed"
-// TypeError, whereas here each failure keeps its own error code, which decides whether a charge may
-// have happened (a refused connection sent nothing; a reset after connecting may have charged).
-import http from 'node:http';
-import https from 'node:https';
-import type { Charge, ChargeOutcome, Faults, GatewayClient, Ledger, QueryOutcome, Refund } from './types.js';
-import { chargeSchema, faultsSchema, ledgerSchema, refundSchema } from './wire.js';
+// Client for the payment gateway (CONTRACT.md section 9): every answer classified into what it proves
+// about the effect (done, declined, unknown, certainly not done); the transport is http-transport.ts.
+import type { z } from 'zod';
+import { createHttpTransport, type Sent } from './http-transport.js';
+import type {
+  BusinessRefund,
+  Charge,
+  ChargeOutcome,
+  Faults,
+  GatewayClient,
+  Ledger,
+  NotDoneReason,
+  QueryOutcome,
+  Refund,
+  RefundOutcome,
+  RefundQueryOutcome,
+  RefundRequest,
+  UnknownReason,
+} from './types.js';
+import { businessRefundSchema, chargeSchema, faultsSchema, ledgerSchema, refundSchema } from './wire.js';
 
-export type { ChargeOutcome, GatewayClient, QueryOutcome } from './types.js';
+export type {
+  ChargeOutcome,
+  GatewayClient,
+  QueryOutcome,
+  RefundOutcome,
+  RefundQueryOutcome,
+} from './types.js';
 
-/** Thrown for answers that only a bug can cause (a 4xx) and by refund/ledger/setFaults on any failure. */
+/** Thrown for answers that only a bug can cause (a 4xx), and by the compensation refund, ledger and setFaults on any failure. */
 export class GatewayError extends Error {
   constructor(
     message: string,
@@ -23,9 +38,14 @@ export class GatewayError extends Error {
   }
 }
 
-type Sent =
-  | { ok: true; status: number; text: string }
-  | { ok: false; failure: 'refused' | 'timeout' | 'reset' };
+/** An effect's POST (a charge, a business refund), classified once for all of them. */
+type Attempt<T> =
+  | { kind: 'answered'; record: T }
+  | { kind: 'unknown'; reason: UnknownReason }
+  | { kind: 'not-done'; reason: NotDoneReason };
+
+/** An effect's GET by its idempotency key. */
+type Lookup<T> = { kind: 'found'; record: T } | { kind: 'none' } | { kind: 'unavailable' };
 
 function parseJson(text: string): unknown {
   try {
@@ -35,82 +55,62 @@ function parseJson(text: string): unknown {
   }
 }
 
-/** A charge as the contract shapes it, or undefined: a half-formed 200 must never pass for a charge. */
-function toCharge(body: unknown): Charge | undefined {
-  const parsed = chargeSchema.safeParse(body);
+/** The record as the contract shapes it, or undefined: a half-formed 200 must never pass for one. */
+function toRecord<T>(schema: z.ZodType<T>, sent: { status: number; text: string }): T | undefined {
+  if (sent.status !== 200) return undefined;
+  const parsed = schema.safeParse(parseJson(sent.text));
   return parsed.success ? parsed.data : undefined;
 }
 
-/** ECONNREFUSED comes only from connect(), so nothing was sent. With several addresses (e.g. "localhost")
- * Node reports an AggregateError; it is a refusal only when every address refused. */
-function isRefused(err: unknown): boolean {
-  if (err instanceof AggregateError) return err.errors.length > 0 && err.errors.every(isRefused);
-  return (err as NodeJS.ErrnoException | null)?.code === 'ECONNREFUSED';
-}
-
 export function createGatewayClient(opts: { baseUrl: string; timeoutMs: number }): GatewayClient {
-  const base = new URL(opts.baseUrl);
-  if (base.protocol !== 'http:' && base.protocol !== 'https:')
-    throw new Error('payment gateway URL must be http: or https:');
-  if (!Number.isFinite(opts.timeoutMs) || opts.timeoutMs <= 0) throw new Error('timeoutMs must be positive');
-  const prefix = base.pathname.replace(/\/+$/, '');
-  const transport = base.protocol === 'https:' ? https : http;
-  // Idle sockets are closed after 4 s, before the usual 5 s server keep-alive time-out (Node also honours
-  // a shorter Keep-Alive hint): reusing a socket the server is closing would turn a sure answer into a
-  // reset, i.e. an "unknown" charge. No maxSockets: time spent queued for a socket would count against
-  // timeoutMs and end as "unknown" although nothing was sent.
-  const agent = new transport.Agent({ keepAlive: true, timeout: 4000 });
+  const { send, close } = createHttpTransport(opts);
 
-  function send(
-    method: string,
+  /**
+   * POST of an effect under `Idempotency-Key: key`. `isOurs` says whether a well-formed answer is the
+   * one for this key: a 200 for another key is as untrustworthy as garbage.
+   */
+  async function attempt<T>(
+    what: string,
     path: string,
-    body?: unknown,
-    headers: http.OutgoingHttpHeaders = {},
-  ): Promise<Sent> {
-    return new Promise<Sent>((resolve) => {
-      let settled = false;
-      let timer: NodeJS.Timeout | undefined;
-      const finish = (result: Sent) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(result);
-      };
-      const payload = body === undefined ? undefined : JSON.stringify(body);
-      const url = new URL(base);
-      url.pathname = prefix + path;
-      const req = transport.request(url, {
-        method,
-        agent,
-        headers: {
-          ...headers,
-          accept: 'application/json',
-          ...(payload === undefined
-            ? {}
-            : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
-        },
-      });
-      // One deadline for connect, send and the whole answer, so a gateway that hangs at any stage still
-      // yields an outcome within timeoutMs. Destroying the request also drops its socket from the pool.
-      timer = setTimeout(() => {
-        finish({ ok: false, failure: 'timeout' });
-        req.destroy();
-      }, opts.timeoutMs);
-      req.on('error', (err) => finish({ ok: false, failure: isRefused(err) ? 'refused' : 'reset' }));
-      req.on('response', (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () =>
-          finish({ ok: true, status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
-        );
-        // The connection dropped in the middle of the answer: the gateway may well have charged.
-        res.on('error', () => finish({ ok: false, failure: 'reset' }));
-        res.on('close', () => {
-          if (!res.complete) finish({ ok: false, failure: 'reset' });
-        });
-      });
-      req.end(payload);
-    });
+    body: unknown,
+    key: string,
+    schema: z.ZodType<T>,
+    isOurs: (record: T) => boolean,
+    signal?: AbortSignal,
+  ): Promise<Attempt<T>> {
+    const sent = await send('POST', path, body, { 'idempotency-key': key }, signal);
+    // Only a refusal (or an abort before the request existed) proves nothing was sent; a time-out,
+    // reset or abort after connecting may have charged or refunded.
+    if (!sent.ok) {
+      if (sent.failure === 'refused') return { kind: 'not-done', reason: 'refused' };
+      if (sent.failure === 'not-sent') return { kind: 'not-done', reason: 'aborted' };
+      return { kind: 'unknown', reason: sent.failure };
+    }
+    // By the gateway contract a 5xx means nothing was done.
+    if (sent.status >= 500 && sent.status <= 599) return { kind: 'not-done', reason: 'server-error' };
+    if (sent.status >= 400 && sent.status <= 499)
+      throw new GatewayError(`gateway rejected the ${what} request: HTTP ${sent.status}`, sent.status);
+    const record = toRecord(schema, sent);
+    if (record === undefined || !isOurs(record)) return { kind: 'unknown', reason: 'bad-response' };
+    return { kind: 'answered', record };
+  }
+
+  /** GET of an effect by its key: 404 is "none was made"; anything else ill-formed settles nothing. */
+  async function lookup<T>(
+    what: string,
+    path: string,
+    schema: z.ZodType<T>,
+    isOurs: (record: T) => boolean,
+    signal?: AbortSignal,
+  ): Promise<Lookup<T>> {
+    const sent = await send('GET', path, undefined, {}, signal);
+    if (!sent.ok) return { kind: 'unavailable' };
+    if (sent.status === 404) return { kind: 'none' };
+    if (sent.status >= 400 && sent.status <= 499)
+      throw new GatewayError(`gateway rejected the ${what} query: HTTP ${sent.status}`, sent.status);
+    const record = toRecord(schema, sent);
+    if (record === undefined || !isOurs(record)) return { kind: 'unavailable' };
+    return { kind: 'found', record };
   }
 
   /** For the calls whose failure has no safe interpretation: the caller gets an error and retries. */
@@ -123,54 +123,67 @@ export function createGatewayClient(opts: { baseUrl: string; timeoutMs: number }
     return body;
   }
 
-  const chargePath = (paymentNo: string) => {
-    // An empty paymentNo would hit "/charges/", whose 404 would read as "never charged".
-    if (paymentNo === '') throw new GatewayError('paymentNo must not be empty');
-    return `/charges/${encodeURIComponent(paymentNo)}`;
+  /** An empty key would hit "/charges/" or "/refunds/", whose 404 would read as "none was made". */
+  const keyPath = (collection: 'charges' | 'refunds', name: string, key: string) => {
+    if (key === '') throw new GatewayError(`${name} must not be empty`);
+    return `/${collection}/${encodeURIComponent(key)}`;
   };
 
+  async function businessRefund(req: RefundRequest, signal?: AbortSignal): Promise<RefundOutcome> {
+    const { refundNo, paymentNo, chargeId, amount, currency } = req;
+    const ours = (r: BusinessRefund) => r.refundNo === refundNo;
+    const sent = { refundNo, paymentNo, chargeId, amount, currency };
+    const a = await attempt('refund', '/refunds', sent, refundNo, businessRefundSchema, ours, signal);
+    if (a.kind === 'not-done') return { kind: 'not-refunded', reason: a.reason };
+    if (a.kind === 'unknown') return a;
+    return { kind: a.record.status === 'SUCCEEDED' ? 'refunded' : 'declined', refund: a.record };
+  }
+
+  async function compensate(paymentNo: string, chargeId: string): Promise<Refund> {
+    const body = refundSchema.safeParse(
+      await expectOk('refund', await send('POST', '/refunds', { paymentNo, chargeId })),
+    );
+    if (!body.success || body.data.chargeId !== chargeId)
+      throw new GatewayError('gateway refund failed: unexpected answer');
+    return { paymentNo, chargeId, refundId: body.data.refundId };
+  }
+
+  function refund(req: RefundRequest, signal?: AbortSignal): Promise<RefundOutcome>;
+  function refund(paymentNo: string, chargeId: string): Promise<Refund>;
+  function refund(
+    first: RefundRequest | string,
+    second?: AbortSignal | string,
+  ): Promise<RefundOutcome | Refund> {
+    if (typeof first === 'string') {
+      if (typeof second !== 'string') throw new TypeError('refund(paymentNo, chargeId) needs a chargeId');
+      return compensate(first, second);
+    }
+    return businessRefund(first, typeof second === 'string' ? undefined : second);
+  }
+
   return {
-    async charge(req): Promise<ChargeOutcome> {
-      const sent = await send(
-        'POST',
-        '/charges',
-        { paymentNo: req.paymentNo, amount: req.amount, currency: req.currency },
-        { 'idempotency-key': req.paymentNo },
-      );
-      // Only a refusal proves nothing was sent; a time-out or reset after connecting may have charged.
-      if (!sent.ok)
-        return sent.failure === 'refused'
-          ? { kind: 'not-charged', reason: 'refused' }
-          : { kind: 'unknown', reason: sent.failure };
-      // By the gateway contract a 5xx means nothing was charged.
-      if (sent.status >= 500 && sent.status <= 599) return { kind: 'not-charged', reason: 'server-error' };
-      if (sent.status >= 400 && sent.status <= 499)
-        throw new GatewayError(`gateway rejected the charge request: HTTP ${sent.status}`, sent.status);
-      const charge = sent.status === 200 ? toCharge(parseJson(sent.text)) : undefined;
-      // A 200 for another paymentNo is as untrustworthy as garbage: the charge state stays to be queried.
-      if (!charge || charge.paymentNo !== req.paymentNo) return { kind: 'unknown', reason: 'bad-response' };
-      return charge.status === 'SUCCEEDED' ? { kind: 'charged', charge } : { kind: 'declined', charge };
+    async charge(req, signal): Promise<ChargeOutcome> {
+      const { paymentNo, amount, currency } = req;
+      const ours = (c: Charge) => c.paymentNo === paymentNo;
+      const body = { paymentNo, amount, currency };
+      const a = await attempt('charge', '/charges', body, paymentNo, chargeSchema, ours, signal);
+      if (a.kind === 'not-done') return { kind: 'not-charged', reason: a.reason };
+      if (a.kind === 'unknown') return a;
+      return { kind: a.record.status === 'SUCCEEDED' ? 'charged' : 'declined', charge: a.record };
     },
 
-    async query(paymentNo): Promise<QueryOutcome> {
-      const sent = await send('GET', chargePath(paymentNo));
-      if (!sent.ok) return { kind: 'unavailable' };
-      if (sent.status === 404) return { kind: 'none' };
-      if (sent.status >= 400 && sent.status <= 499)
-        throw new GatewayError(`gateway rejected the charge query: HTTP ${sent.status}`, sent.status);
-      const charge = sent.status === 200 ? toCharge(parseJson(sent.text)) : undefined;
-      // Anything but a well-formed charge for this paymentNo settles nothing.
-      if (!charge || charge.paymentNo !== paymentNo) return { kind: 'unavailable' };
-      return { kind: 'found', charge };
+    async query(paymentNo, signal): Promise<QueryOutcome> {
+      const path = keyPath('charges', 'paymentNo', paymentNo);
+      const l = await lookup('charge', path, chargeSchema, (c) => c.paymentNo === paymentNo, signal);
+      return l.kind === 'found' ? { kind: 'found', charge: l.record } : l;
     },
 
-    async refund(paymentNo, chargeId): Promise<Refund> {
-      const body = refundSchema.safeParse(
-        await expectOk('refund', await send('POST', '/refunds', { paymentNo, chargeId })),
-      );
-      if (!body.success || body.data.chargeId !== chargeId)
-        throw new GatewayError('gateway refund failed: unexpected answer');
-      return { paymentNo, chargeId, refundId: body.data.refundId };
+    refund,
+
+    async queryRefund(refundNo, signal): Promise<RefundQueryOutcome> {
+      const path = keyPath('refunds', 'refundNo', refundNo);
+      const l = await lookup('refund', path, businessRefundSchema, (r) => r.refundNo === refundNo, signal);
+      return l.kind === 'found' ? { kind: 'found', refund: l.record } : l;
     },
 
     async ledger(): Promise<Ledger> {
@@ -186,7 +199,7 @@ export function createGatewayClient(opts: { baseUrl: string; timeoutMs: number }
     },
 
     async close(): Promise<void> {
-      agent.destroy();
+      close();
     },
   };
 }

@@ -9,16 +9,16 @@ import { canonicalAmount } from '../core/money.js';
 
 const AMOUNT = /^\d{1,12}(\.\d{1,2})?$/;
 
+const key = z.string().min(1).max(100);
+const amount = z
+  .string()
+  .regex(AMOUNT, 'must be a positive decimal string such as "10.00"')
+  .refine((a) => !/^[0.]+$/.test(a), 'must be a positive decimal string such as "10.00"')
+  .transform(canonicalAmount);
+const currency = z.string().regex(/^[A-Z]{3}$/, 'must be 3 upper-case letters');
+
 /** POST /charges: paymentNo (also the Idempotency-Key), a positive decimal string, a currency. */
-export const chargeRequestSchema = z.object({
-  paymentNo: z.string().min(1).max(100),
-  amount: z
-    .string()
-    .regex(AMOUNT, 'must be a positive decimal string such as "10.00"')
-    .refine((a) => !/^[0.]+$/.test(a), 'must be a positive decimal string such as "10.00"')
-    .transform(canonicalAmount),
-  currency: z.string().regex(/^[A-Z]{3}$/, 'must be 3 upper-case letters'),
-});
+export const chargeRequestSchema = z.object({ paymentNo: key, amount, currency });
 
 /** A charge as the gateway records it; a half-formed answer never passes for one. */
 export const chargeSchema = z.object({
@@ -29,11 +29,46 @@ export const chargeSchema = z.object({
   status: z.enum(['SUCCEEDED', 'DECLINED']),
 });
 
+/** POST /refunds without a refundNo: the compensation form, which undoes one whole charge. */
 export const refundRequestSchema = z.object({ paymentNo: z.string(), chargeId: z.string() });
 
 export const refundSchema = z.object({ paymentNo: z.string(), chargeId: z.string(), refundId: z.string() });
 
-export const ledgerSchema = z.object({ charges: z.array(chargeSchema), refunds: z.array(refundSchema) });
+/**
+ * POST /refunds with a refundNo (also the Idempotency-Key): a business refund of part or all of a
+ * charge. Strict, so that a misspelt field is a 400 rather than a body read as something else.
+ */
+export const businessRefundRequestSchema = z.strictObject({
+  refundNo: key,
+  paymentNo: key,
+  chargeId: key,
+  amount,
+  currency,
+});
+
+/** A business refund as the gateway records it; a half-formed answer never passes for one. */
+export const businessRefundSchema = z.object({
+  refundNo: z.string(),
+  refundId: z.string(),
+  paymentNo: z.string(),
+  chargeId: z.string(),
+  amount: z.string(),
+  currency: z.string(),
+  status: z.enum(['SUCCEEDED', 'DECLINED']),
+});
+
+/** A ledger's refund entry: a compensation has only the first three fields, a business refund all. */
+export const ledgerRefundSchema = refundSchema.extend({
+  refundNo: z.string().optional(),
+  amount: z.string().optional(),
+  currency: z.string().optional(),
+  status: z.enum(['SUCCEEDED', 'DECLINED']).optional(),
+});
+
+export const ledgerSchema = z.object({
+  charges: z.array(chargeSchema),
+  refunds: z.array(ledgerRefundSchema),
+});
 
 const rate = z.number().min(0).max(1);
 

@@ -221,6 +221,21 @@ describe('gateway client against an unreachable or misbehaving gateway', () => {
     expect(await client.charge(chargeRequest())).to.deep.equal({ kind: 'unknown', reason: 'reset' });
   });
 
+  it('when the gateway answers a refund with the refund of another refundNo or with 503, then unknown/bad-response or not-refunded/server-error', async () => {
+    const req = { refundNo: 'ref_1', paymentNo: 'pay_1', chargeId: 'ch_1', amount: '1.00', currency: 'USD' };
+    const other = { ...req, refundNo: 'ref_2', refundId: 're_2', status: 'SUCCEEDED' };
+    let status = 200;
+    client = createGatewayClient({
+      baseUrl: await startStub((_req, res) => res.writeHead(status).end(JSON.stringify(other))),
+      timeoutMs: PATIENT_MS,
+    });
+    expect(await client.refund(req)).to.deep.equal({ kind: 'unknown', reason: 'bad-response' });
+    expect(await client.queryRefund('ref_1')).to.deep.equal({ kind: 'unavailable' });
+    status = 503;
+    expect(await client.refund(req)).to.deep.equal({ kind: 'not-refunded', reason: 'server-error' });
+    expect(await client.queryRefund('ref_1')).to.deep.equal({ kind: 'unavailable' });
+  });
+
   it('when the gateway sits under a path prefix, then requests go below it', async () => {
     const paths: string[] = [];
     const baseUrl = await startStub((req, res) => {
@@ -229,6 +244,7 @@ describe('gateway client against an unreachable or misbehaving gateway', () => {
     });
     client = createGatewayClient({ baseUrl: `${baseUrl}/gw/`, timeoutMs: PATIENT_MS });
     expect(await client.query('a b')).to.deep.equal({ kind: 'none' });
-    expect(paths).to.deep.equal(['/gw/charges/a%20b']);
+    expect(await client.queryRefund('r/1')).to.deep.equal({ kind: 'none' });
+    expect(paths).to.deep.equal(['/gw/charges/a%20b', '/gw/refunds/r%2F1']);
   });
 });
