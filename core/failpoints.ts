@@ -35,6 +35,7 @@ export const FAILPOINT_NAMES = [
   'payment.resume',
   'purge.batch',
   'recoverer.takeover',
+  'migrate.after-up',
 ] as const;
 export type FailpointName = (typeof FAILPOINT_NAMES)[number];
 
