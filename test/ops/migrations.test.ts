@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { Sequelize } from 'sequelize';
 import { boundQueryInterface, loadMigration, migrate, migrationNames } from '../../models/migrate.js';
@@ -9,6 +11,8 @@ import { killAll, startInstance } from '../support/processes.js';
  * Issue 26, defect 4: a migration can be run again (a crash before its record used to leave it
  * applied but unrecorded), and no step of a down() leaves out a function the code before it calls.
  */
+const run = promisify(execFile);
+
 describe('migrations: run twice, down and up again', function () {
   this.timeout(180000);
   let db: IsolatedDatabase;
@@ -61,5 +65,22 @@ describe('migrations: run twice, down and up again', function () {
     expect(applied).to.deep.equal(await migrationNames());
     const instance = await startInstance({ DATABASE_URL: db.url });
     await expectServiceAnswers(instance.url);
+  });
+
+  it('when sequelize-cli migrates a fresh database, undoes every migration and migrates again (README), then each step succeeds and the runner finds nothing left to do', async () => {
+    const fresh = await createIsolatedDatabase('seqcli');
+    try {
+      const env = { PATH: process.env.PATH ?? '', DATABASE_URL: fresh.url, NODE_ENV: 'test' };
+      const cli = (command: string) =>
+        run(process.execPath, ['node_modules/sequelize-cli/lib/sequelize', command], { env, timeout: 60000 });
+      await cli('db:migrate');
+      await cli('db:migrate:undo:all');
+      expect(await recordedMigrations(fresh.sequelize)).to.deep.equal([]);
+      await cli('db:migrate');
+      expect(await recordedMigrations(fresh.sequelize)).to.deep.equal(await migrationNames());
+      expect(await migrate(fresh.sequelize)).to.deep.equal([]);
+    } finally {
+      await fresh.drop();
+    }
   });
 });
