@@ -74,7 +74,9 @@ async function lockAndReadApplied(sequelize: Sequelize, transaction: Transaction
  */
 export async function migrate(sequelize: Sequelize): Promise<string[]> {
   const applied: string[] = [];
-  for (const name of await migrationNames()) {
+  // A record is never removed while instances run, so what is recorded now needs no locked look.
+  const recorded = await recordedNames(sequelize);
+  for (const name of (await migrationNames()).filter((n) => !recorded.has(n))) {
     const ran = await sequelize.transaction(async (transaction) => {
       if ((await lockAndReadApplied(sequelize, transaction)).has(name)) return false;
       await loadMigration(name).up(boundQueryInterface(sequelize, transaction), Sequelize);
@@ -91,23 +93,20 @@ export async function migrate(sequelize: Sequelize): Promise<string[]> {
   return applied;
 }
 
-/** Runs one migration's down() and removes its record, in one transaction (tests and operators). */
-export async function revert(sequelize: Sequelize, name: string): Promise<void> {
-  await sequelize.transaction(async (transaction) => {
-    if (!(await lockAndReadApplied(sequelize, transaction)).has(name)) return;
-    await loadMigration(name).down?.(boundQueryInterface(sequelize, transaction), Sequelize);
-    await sequelize.query('DELETE FROM "SequelizeMeta" WHERE name = :name', {
-      replacements: { name },
-      transaction,
-    });
+async function recordedNames(sequelize: Sequelize): Promise<Set<string>> {
+  const [{ present }] = await sequelize.query<{ present: boolean }>(
+    `SELECT to_regclass('"SequelizeMeta"') IS NOT NULL AS present`,
+    { type: QueryTypes.SELECT },
+  );
+  if (!present) return new Set();
+  const rows = await sequelize.query<{ name: string }>('SELECT name FROM "SequelizeMeta"', {
+    type: QueryTypes.SELECT,
   });
+  return new Set(rows.map((r) => r.name));
 }
 
 /** For /readyz: every migration file is recorded as applied. */
 export async function migrationsApplied(sequelize: Sequelize): Promise<boolean> {
-  const rows = await sequelize.query<{ name: string }>('SELECT name FROM "SequelizeMeta"', {
-    type: QueryTypes.SELECT,
-  });
-  const done = new Set(rows.map((r) => r.name));
+  const done = await recordedNames(sequelize);
   return (await migrationNames()).every((n) => done.has(n));
 }
