@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { amountSchema, currencySchema } from './money.js';
+import { text } from './text.js';
 
 export const merchantOrderNoSchema = z
   .string()
@@ -14,11 +15,10 @@ export const merchantOrderFields = {
   currency: currencySchema,
   // PostgreSQL text cannot hold NUL: the driver would escape it, and the stored description (and a
   // keyed create's answer, known before its write) would differ from the one sent.
-  description: z
-    .string()
+  description: text()
     .max(200)
     .regex(/^[^\0]*$/, 'must not contain NUL characters')
     .nullish(),
   // Correlation only: no business meaning, so it is left out of the fingerprint.
-  traceId: z.string().max(128).optional(),
+  traceId: text().max(128).optional(),
 };

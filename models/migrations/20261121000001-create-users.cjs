@@ -1,7 +1,7 @@
 'use strict';
 // Raw SQL in one string: PostgreSQL runs a multi-statement simple query as one transaction.
 const up = `
-CREATE TABLE users (
+CREATE TABLE IF NOT EXISTS users (
   id BIGSERIAL PRIMARY KEY,
   tenant_id VARCHAR(36) NOT NULL,
   name VARCHAR(100) NOT NULL,
@@ -15,11 +15,11 @@ CREATE TABLE users (
   created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
   updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-CREATE UNIQUE INDEX users_tenant_username_key ON users (tenant_id, username);
-CREATE UNIQUE INDEX users_tenant_email_key ON users (tenant_id, lower(email));
-CREATE INDEX users_tenant_id_idx ON users (tenant_id, id);
+CREATE UNIQUE INDEX IF NOT EXISTS users_tenant_username_key ON users (tenant_id, username);
+CREATE UNIQUE INDEX IF NOT EXISTS users_tenant_email_key ON users (tenant_id, lower(email));
+CREATE INDEX IF NOT EXISTS users_tenant_id_idx ON users (tenant_id, id);
 `;
 module.exports = {
   up: (queryInterface) => queryInterface.sequelize.query(up),
-  down: (queryInterface) => queryInterface.sequelize.query('DROP TABLE users'),
+  down: (queryInterface) => queryInterface.sequelize.query('DROP TABLE IF EXISTS users'),
 };

@@ -1,7 +1,7 @@
 'use strict';
 // user_id is not a foreign key: operator tokens may act for users that have no row (CONTRACT 4).
 const up = `
-CREATE TABLE orders (
+CREATE TABLE IF NOT EXISTS orders (
   id BIGSERIAL PRIMARY KEY,
   tenant_id VARCHAR(36) NOT NULL,
   user_id BIGINT NOT NULL,
@@ -13,10 +13,10 @@ CREATE TABLE orders (
   created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
   updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-CREATE UNIQUE INDEX orders_tenant_merchant_order_no_key ON orders (tenant_id, merchant_order_no);
-CREATE INDEX orders_tenant_user_idx ON orders (tenant_id, user_id, id);
+CREATE UNIQUE INDEX IF NOT EXISTS orders_tenant_merchant_order_no_key ON orders (tenant_id, merchant_order_no);
+CREATE INDEX IF NOT EXISTS orders_tenant_user_idx ON orders (tenant_id, user_id, id);
 `;
 module.exports = {
   up: (queryInterface) => queryInterface.sequelize.query(up),
-  down: (queryInterface) => queryInterface.sequelize.query('DROP TABLE orders'),
+  down: (queryInterface) => queryInterface.sequelize.query('DROP TABLE IF EXISTS orders'),
 };

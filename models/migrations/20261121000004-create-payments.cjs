@@ -2,7 +2,7 @@
 // (merchant_id, merchant_order_no) unique across all payments, whatever the number of instances:
 // the index decides, never a read before the insert.
 const up = `
-CREATE TABLE payments (
+CREATE TABLE IF NOT EXISTS payments (
   id VARCHAR(100) PRIMARY KEY,
   payment_no VARCHAR(64) NOT NULL UNIQUE,
   merchant_id VARCHAR(36) NOT NULL,
@@ -18,10 +18,10 @@ CREATE TABLE payments (
   created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
   updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-CREATE UNIQUE INDEX payments_merchant_order_key ON payments (merchant_id, merchant_order_no);
-CREATE INDEX payments_status_idx ON payments (status) WHERE status = 'PROCESSING';
+CREATE UNIQUE INDEX IF NOT EXISTS payments_merchant_order_key ON payments (merchant_id, merchant_order_no);
+CREATE INDEX IF NOT EXISTS payments_status_idx ON payments (status) WHERE status = 'PROCESSING';
 `;
 module.exports = {
   up: (queryInterface) => queryInterface.sequelize.query(up),
-  down: (queryInterface) => queryInterface.sequelize.query('DROP TABLE payments'),
+  down: (queryInterface) => queryInterface.sequelize.query('DROP TABLE IF EXISTS payments'),
 };

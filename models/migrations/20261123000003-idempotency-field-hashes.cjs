@@ -4,7 +4,9 @@
 // Records written before have none; their 409 names no field.
 module.exports = {
   up: (queryInterface) =>
-    queryInterface.sequelize.query('ALTER TABLE idempotency_records ADD COLUMN field_hashes TEXT'),
+    queryInterface.sequelize.query(
+      'ALTER TABLE idempotency_records ADD COLUMN IF NOT EXISTS field_hashes TEXT',
+    ),
   down: (queryInterface) =>
-    queryInterface.sequelize.query('ALTER TABLE idempotency_records DROP COLUMN field_hashes'),
+    queryInterface.sequelize.query('ALTER TABLE idempotency_records DROP COLUMN IF EXISTS field_hashes'),
 };

@@ -23,6 +23,6 @@ module.exports = {
       CREATE INDEX idempotency_records_lease_idx ON idempotency_records (lease_until) WHERE status = 'PROCESSING';
       DROP INDEX IF EXISTS idempotency_records_purge_idx;
       CREATE INDEX idempotency_records_purge_idx ON idempotency_records (expires_at) WHERE status <> 'PROCESSING';
-      CREATE INDEX idempotency_records_user_processing_idx ON idempotency_records (user_scope) WHERE status = 'PROCESSING';
+      CREATE INDEX IF NOT EXISTS idempotency_records_user_processing_idx ON idempotency_records (user_scope) WHERE status = 'PROCESSING';
     `),
 };

@@ -16,9 +16,11 @@
 // ... ON CONFLICT DO NOTHING, and the slot's counter (and holder, for a leased Mode B record). When it
 // inserted the record it marks the transaction (idem.claimed = the scope key, transaction-local), so
 // that a Mode A business write sent in the same round trip runs only if the claim was ours.
-module.exports = {
-  up: (queryInterface) =>
-    queryInterface.sequelize.query(`
+//
+// idem_claim is created here only while its fourteen-argument form (20261125000003, trailing
+// arguments defaulted) does not exist: this ten-argument form beside it would make every ten-argument
+// call ambiguous, so running this again on a later database must leave it alone.
+const up = `
 CREATE OR REPLACE FUNCTION idem_auth_read(p_user_id text, p_tenant_id text, p_scope_key text)
 RETURNS TABLE ("userStatus" text, "userRole" text, "requestHash" text, status text, "resourceId" text,
                "responseBody" text, "httpStatus" integer, "ownerToken" text, "fieldHashes" text,
@@ -43,6 +45,13 @@ BEGIN
 END
 $fn$;
 
+DO $mig$
+BEGIN
+  IF to_regprocedure('idem_claim(text, text, text, text, float8, integer, integer, text, text, float8,
+                      text, integer, text, text)') IS NOT NULL THEN
+    RETURN;
+  END IF;
+  EXECUTE $sql$
 CREATE OR REPLACE FUNCTION idem_claim(
   p_scope_key text, p_request_hash text, p_user_scope text, p_operation text, p_ttl_seconds float8,
   p_max_in_flight integer, p_max_retained integer, p_field_hashes text,
@@ -97,8 +106,15 @@ BEGIN
   END IF;
   RETURN QUERY SELECT v_claimed, v_free, v_slots, v_room, v_bumped;
 END
-$fn$;
-`),
+$fn$
+$sql$;
+END
+$mig$;
+`;
+module.exports = {
+  // 20261125000003's down() sends this with its own drops, as one statement.
+  sql: up,
+  up: (queryInterface) => queryInterface.sequelize.query(up),
   down: (queryInterface) =>
     queryInterface.sequelize.query(`
       DROP FUNCTION IF EXISTS idem_claim(text, text, text, text, float8, integer, integer, text, text, float8);

@@ -28,7 +28,7 @@ module.exports = {
   up: (queryInterface) =>
     queryInterface.sequelize.query(`
 DROP FUNCTION IF EXISTS idem_claim(text, text, text, text, float8, integer, integer, text, text, float8);
-CREATE FUNCTION idem_claim(
+CREATE OR REPLACE FUNCTION idem_claim(
   p_scope_key text, p_request_hash text, p_user_scope text, p_operation text, p_ttl_seconds float8,
   p_max_in_flight integer, p_max_retained integer, p_field_hashes text,
   p_lease_owner text, p_lease_seconds float8,
@@ -144,15 +144,14 @@ BEGIN
 END
 $fn$;
 `),
-  // Back to the ten-argument claim of 20261124000001 (its up() recreates it; idem_auth_read with it is
-  // recreated unchanged).
-  down: async (queryInterface) => {
-    await queryInterface.sequelize.query(`
+  // Back to the ten-argument claim of 20261124000001 (its SQL; idem_auth_read with it is recreated
+  // unchanged), in the same statement as the drops: PostgreSQL runs it as one transaction, so no
+  // moment is without an idem_claim, under sequelize-cli too.
+  down: (queryInterface) =>
+    queryInterface.sequelize.query(`
 DROP FUNCTION IF EXISTS idem_execute(text, text, text, boolean, text, text, text, text, float8, integer, integer,
   text, integer, text, integer, text, text, text);
 DROP FUNCTION IF EXISTS idem_claim(text, text, text, text, float8, integer, integer, text, text, float8,
   text, integer, text, text);
-`);
-    await require('./20261124000001-hot-path-functions.cjs').up(queryInterface);
-  },
+${require('./20261124000001-hot-path-functions.cjs').sql}`),
 };

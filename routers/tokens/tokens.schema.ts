@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { envelopeOf, isoDate } from '../../core/envelope.js';
+import { text } from '../../core/text.js';
 import { tenantIdSchema } from '../auth/jwt.js';
 
 export const createTokenInput = z.strictObject({
   tenantId: tenantIdSchema,
-  username: z.string().min(1).max(50),
-  password: z.string().min(1).max(128),
+  username: text().min(1).max(50),
+  password: text().min(1).max(128),
 });
 export type CreateTokenInput = z.infer<typeof createTokenInput>;
 

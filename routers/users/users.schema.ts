@@ -1,11 +1,11 @@
 import { z } from 'zod';
 import { envelopeOf, isoDate } from '../../core/envelope.js';
 import { idSchema } from '../../core/ids.js';
+import { text } from '../../core/text.js';
 import { idParams, pageQuery } from '../params.schema.js';
 
 // PostgreSQL text cannot hold NUL: the driver escaped it and the stored name silently differed.
-const name = z
-  .string()
+const name = text()
   .min(1)
   .max(100)
   .regex(/^[^\0]*$/, 'must not contain NUL characters');
@@ -40,7 +40,7 @@ export const createUserInput = z.strictObject({
   age,
   username: usernameSchema.nullish(),
   email: email.nullish(),
-  password: z.string().min(8).max(128).nullish(),
+  password: text().min(8).max(128).nullish(),
   role: role.default('user'),
   status: status.default('ACTIVE'),
 });
