@@ -7,20 +7,17 @@
  *
  * - Express 5, `pg` Pool (max = DB_POOL_MAX), jsonwebtoken (HS256 with a cached KeyObject, `exp`
  *   required, `sub` and `tid` format checked), zod (strict body; a 400 in the envelope).
- * - The caller's user row, as the contract has it (CONTRACT section 4) and the service checks it:
- *   the row of the token's `sub` in its tenant decides (DISABLED → 403; the create is admin-only, so
- *   its role must be admin → else 403); without a row the token's role stands. Checked inside the
- *   write (`PEER_USER_CHECK=row`, the default: the INSERT selects from the row's verdict, as the
- *   service's `user_insert_checked` does), or, as this peer did before, from the token's role alone
- *   (`PEER_USER_CHECK=token`: what a peer that skips the row costs, reported beside it).
+ * - The caller's user row (CONTRACT section 4), as the service checks it: the row of the token's
+ *   `sub` in its tenant decides (DISABLED → 403; this admin-only create needs its role admin), else
+ *   the token's role. Checked inside the write (`PEER_USER_CHECK=row`, the default, as the service's
+ *   `user_insert_checked`), or from the token's role alone (`token`, reported beside it).
  * - Without a key: one `INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING` (a username or email
  *   already taken in the tenant is a 409, as in the service: the same two unique indexes).
  * - With `Idempotency-Key`: one transaction: `BEGIN` + `SET LOCAL lock_timeout`, the key's `INSERT
  *   ... ON CONFLICT DO NOTHING RETURNING` (a duplicate in flight waits on the key, bounded), on
  *   conflict a read of the record and the user row: 403 for a refused caller, else the stored answer
  *   replayed, 409 for another body, 202 while in flight; else the user's checked `INSERT` (a refused
- *   caller: `ROLLBACK`, 403, nothing written), the key's final `UPDATE` with the answer encrypted
- *   (AES-256-GCM), `COMMIT`.
+ *   caller: `ROLLBACK`, 403, nothing written), the key's final `UPDATE` (answer AES-256-GCM), `COMMIT`.
  *
  * Usage: node --import tsx bench/peer.ts <port>   (env: DATABASE_URL, DB_POOL_MAX, JWT_SECRET,
  * RESPONSE_ENCRYPTION_KEY (base64, 32 bytes), PEER_SCHEMA (default peer), PEER_USER_CHECK (row |
@@ -38,7 +35,7 @@ if (!/^[a-z_][a-z0-9_]*$/.test(SCHEMA)) throw new Error('PEER_SCHEMA: a lower-ca
 const WAIT_MS = Number(process.env.IDEMPOTENCY_WAIT_MS ?? 1000);
 const ROW_CHECK = (process.env.PEER_USER_CHECK ?? 'row') === 'row';
 if (!['row', 'token', undefined].includes(process.env.PEER_USER_CHECK))
-  throw new Error('PEER_USER_CHECK: row or token');
+  throw new Error('PEER_USER_CHECK: row|token');
 const jwtKey = createSecretKey(Buffer.from(process.env.JWT_SECRET ?? '', 'utf8'));
 const aesKey = Buffer.from(process.env.RESPONSE_ENCRYPTION_KEY ?? '', 'base64');
 if (aesKey.length !== 32) throw new Error('RESPONSE_ENCRYPTION_KEY: 32 bytes, base64');
