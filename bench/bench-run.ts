@@ -61,8 +61,10 @@ export class BenchRun implements Options {
   sql!: pg.Pool;
   server!: Child;
   bare?: Child;
-  /** The hand-written Express + pg peer (bench/peer.ts). */
+  /** The hand-written Express + pg peer (bench/peer.ts), checking the caller's row in its write. */
   peer?: Child;
+  /** The same peer checking the token's role only (PEER_USER_CHECK=token), reported beside it. */
+  peerToken?: Child;
   serverChild: Child | undefined;
   postmasterPid: number | undefined;
   /** Records written by fill() so far (their ids continue from here). */

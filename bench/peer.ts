@@ -7,15 +7,21 @@
  *
  * - Express 5, `pg` Pool (max = DB_POOL_MAX), jsonwebtoken (HS256 with a cached KeyObject, `exp`
  *   required, `sub` and `tid` format checked), zod (strict body; a 400 in the envelope).
- * - Without a key: one `INSERT ... ON CONFLICT DO NOTHING RETURNING` (a username or email already
- *   taken in the tenant is a 409, as in the service: the same two unique indexes).
+ * - The caller's user row (CONTRACT section 4), as the service checks it: the row of the token's
+ *   `sub` in its tenant decides (DISABLED → 403; this admin-only create needs its role admin), else
+ *   the token's role. Checked inside the write (`PEER_USER_CHECK=row`, the default, as the service's
+ *   `user_insert_checked`), or from the token's role alone (`token`, reported beside it).
+ * - Without a key: one `INSERT ... SELECT ... ON CONFLICT DO NOTHING RETURNING` (a username or email
+ *   already taken in the tenant is a 409, as in the service: the same two unique indexes).
  * - With `Idempotency-Key`: one transaction: `BEGIN` + `SET LOCAL lock_timeout`, the key's `INSERT
  *   ... ON CONFLICT DO NOTHING RETURNING` (a duplicate in flight waits on the key, bounded), on
- *   conflict a read: the stored answer replayed, 409 for another body, 202 while in flight; else the
- *   user's `INSERT`, the key's final `UPDATE` with the answer encrypted (AES-256-GCM), `COMMIT`.
+ *   conflict a read of the record and the user row: 403 for a refused caller, else the stored answer
+ *   replayed, 409 for another body, 202 while in flight; else the user's checked `INSERT` (a refused
+ *   caller: `ROLLBACK`, 403, nothing written), the key's final `UPDATE` (answer AES-256-GCM), `COMMIT`.
  *
  * Usage: node --import tsx bench/peer.ts <port>   (env: DATABASE_URL, DB_POOL_MAX, JWT_SECRET,
- * RESPONSE_ENCRYPTION_KEY (base64, 32 bytes), PEER_SCHEMA (default peer), IDEMPOTENCY_WAIT_MS)
+ * RESPONSE_ENCRYPTION_KEY (base64, 32 bytes), PEER_SCHEMA (default peer), PEER_USER_CHECK (row |
+ * token, default row), IDEMPOTENCY_WAIT_MS)
  */
 import { createCipheriv, createDecipheriv, createHash, createSecretKey, randomBytes } from 'node:crypto';
 import express, { type Request, type Response } from 'express';
@@ -27,6 +33,9 @@ const port = Number(process.argv[2] ?? 0);
 const SCHEMA = process.env.PEER_SCHEMA ?? 'peer';
 if (!/^[a-z_][a-z0-9_]*$/.test(SCHEMA)) throw new Error('PEER_SCHEMA: a lower-case identifier');
 const WAIT_MS = Number(process.env.IDEMPOTENCY_WAIT_MS ?? 1000);
+const ROW_CHECK = (process.env.PEER_USER_CHECK ?? 'row') === 'row';
+if (!['row', 'token', undefined].includes(process.env.PEER_USER_CHECK))
+  throw new Error('PEER_USER_CHECK: row|token');
 const jwtKey = createSecretKey(Buffer.from(process.env.JWT_SECRET ?? '', 'utf8'));
 const aesKey = Buffer.from(process.env.RESPONSE_ENCRYPTION_KEY ?? '', 'base64');
 if (aesKey.length !== 32) throw new Error('RESPONSE_ENCRYPTION_KEY: 32 bytes, base64');
@@ -109,17 +118,48 @@ function decrypt(b: Buffer): Answer {
 }
 
 type Row = Record<string, unknown>;
+const RETURNING = 'id::text, name, age, username, email, role, status, created_at, updated_at';
 // A taken username or email inserts nothing (no error, so a keyed create's transaction goes on and
 // stores the 409 like any other answer); which of the two was taken is read only then.
 const INSERT_USER = `INSERT INTO ${SCHEMA}.users (tenant_id, name, age, username, email, role, status)
-  VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING
-  RETURNING id::text, name, age, username, email, role, status, created_at, updated_at`;
+  VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING ${RETURNING}`;
+// The caller's verdict from its row (another tenant's row is no row): 'DISABLED', its role, or,
+// without a row, the token's role. Parameters: the tenant is $1; `sub` and `role` name the others.
+const acting = (sub: string, role: string) => `coalesce((SELECT CASE WHEN u.status = 'DISABLED'
+  THEN 'DISABLED' ELSE u.role END FROM ${SCHEMA}.users u WHERE u.id = ${sub}::bigint AND u.tenant_id = $1), ${role})`;
+// The same INSERT, writing only when the verdict admits an admin-only create, in the same statement
+// (no window between the check and the write); the verdict comes back with the row (or alone).
+const INSERT_USER_CHECKED = `WITH caller AS (SELECT ${acting('$8', '$9')} AS acting),
+  ins AS (INSERT INTO ${SCHEMA}.users (tenant_id, name, age, username, email, role, status)
+    SELECT $1, $2, $3::int, $4, $5, $6, $7 FROM caller WHERE acting = 'admin'
+    ON CONFLICT DO NOTHING RETURNING ${RETURNING})
+  SELECT caller.acting, ins.* FROM caller LEFT JOIN ins ON true`;
 const TAKEN = `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${SCHEMA}.users WHERE tenant_id = $1 AND username = $2)
   THEN 'username' ELSE 'email' END AS field`;
 
-async function insertUser(q: pg.Pool | pg.PoolClient, values: unknown[]): Promise<Answer> {
-  const { rows } = await q.query(INSERT_USER, values);
-  if (rows.length === 1) return created(rows[0]);
+/** 403 for a verdict that does not admit an admin-only create; undefined when it does. */
+function refusal(acting: unknown): Answer | undefined {
+  if (acting === 'DISABLED') return fail(403, 403, 'User is disabled');
+  if (acting !== 'admin') return fail(403, 403, 'Admin role required');
+  return undefined;
+}
+
+/** The create's answer; `refused` (nothing written) when the caller's row does not admit it. */
+async function insertUser(
+  q: pg.Pool | pg.PoolClient,
+  values: unknown[],
+  who: { sub: string; role: string },
+): Promise<Answer & { refused?: boolean }> {
+  let row: Row | undefined;
+  if (ROW_CHECK) {
+    const { rows } = await q.query(INSERT_USER_CHECKED, [...values, who.sub, who.role]);
+    const refused = refusal(rows[0].acting);
+    if (refused) return { ...refused, refused: true };
+    if (rows[0].id !== null) row = rows[0];
+  } else {
+    row = (await q.query(INSERT_USER, values)).rows[0];
+  }
+  if (row) return created(row);
   const taken = await q.query(TAKEN, [values[0], values[3]]);
   return fail(409, 40904, `${taken.rows[0].field}: already taken`);
 }
@@ -162,11 +202,14 @@ async function handle(req: Request): Promise<{ answer: Answer; replayed?: boolea
     const issue = body.error.issues[0];
     return { answer: fail(400, 400, `${issue.path.join('.')}: ${issue.message}`) };
   }
-  if (who.role !== 'admin') return { answer: fail(403, 403, 'Admin role required') };
+  if (!ROW_CHECK && who.role !== 'admin') return { answer: fail(403, 403, 'Admin role required') };
   const u = body.data;
   const values = [who.tid, u.name, u.age, u.username ?? null, u.email ?? null, u.role, u.status];
   const rawKey = req.get('idempotency-key');
-  if (rawKey === undefined) return { answer: await insertUser(pool, values) };
+  if (rawKey === undefined) {
+    const { refused: _, ...answer } = await insertUser(pool, values, who);
+    return { answer };
+  }
 
   const key = keySchema.safeParse(rawKey);
   if (!key.success) return { answer: fail(400, 400, 'Idempotency-Key: 16 to 128 characters') };
@@ -184,20 +227,33 @@ async function handle(req: Request): Promise<{ answer: Answer; replayed?: boolea
       [who.tid, who.sub, key.data, fingerprint],
     );
     if (claim.rowCount === 0) {
-      // Someone committed this key first: answer from their record.
+      // Someone committed this key first: answer from their record, if the caller's row still admits
+      // it (a user disabled since its first request gets 403, not the stored answer).
       const { rows } = await client.query(
-        `SELECT fingerprint, status, response FROM ${SCHEMA}.idempotency_keys WHERE tenant_id = $1 AND user_id = $2 AND key = $3`,
-        [who.tid, who.sub, key.data],
+        ROW_CHECK
+          ? `SELECT k.fingerprint, k.status, k.response, ${acting('$5', '$4')} AS acting
+             FROM ${SCHEMA}.idempotency_keys k WHERE k.tenant_id = $1 AND k.user_id = $2 AND k.key = $3`
+          : `SELECT fingerprint, status, response FROM ${SCHEMA}.idempotency_keys WHERE tenant_id = $1 AND user_id = $2 AND key = $3`,
+        // The id again as $5: $2 is the record's text column, and a parameter has one type.
+        ROW_CHECK ? [who.tid, who.sub, key.data, who.role, who.sub] : [who.tid, who.sub, key.data],
       );
       await client.query('ROLLBACK');
       open = false;
       const r = rows[0];
+      const refused = ROW_CHECK && r ? refusal(r.acting) : undefined;
+      if (refused) return { answer: refused };
       if (r?.status !== 'COMPLETED') return { answer: fail(202, 202, 'Still processing') };
       if (r.fingerprint !== fingerprint)
         return { answer: fail(409, 40901, 'Idempotency-Key reused with a different request') };
       return { answer: decrypt(r.response as Buffer), replayed: true };
     }
-    const answer = await insertUser(client, values);
+    const { refused, ...answer } = await insertUser(client, values, who);
+    if (refused) {
+      // Nothing of a refused request is kept, the key's claim included (as the service).
+      await client.query('ROLLBACK');
+      open = false;
+      return { answer };
+    }
     await client.query(
       `UPDATE ${SCHEMA}.idempotency_keys SET status = 'COMPLETED', http_status = $4, response = $5
        WHERE tenant_id = $1 AND user_id = $2 AND key = $3`,

@@ -35,7 +35,7 @@ import { purgeScenario } from './scenarios/purge.js';
 import { roundTrips } from './scenarios/round-trips.js';
 import { stormScenario } from './scenarios/storm.js';
 import { throughputScenarios } from './scenarios/throughput.js';
-import { MAX_IN_FLIGHT, MAX_RETAINED, parseOptions, SECRETS, USAGE, WAIT_MS } from './settings.js';
+import { MAX_IN_FLIGHT, MAX_RETAINED, parseOptions, SECRETS, TENANT, USAGE, WAIT_MS } from './settings.js';
 import { buildForBench, startCommand } from './start-command.js';
 
 async function main(run: BenchRun): Promise<void> {
@@ -79,7 +79,12 @@ async function main(run: BenchRun): Promise<void> {
     `PostgreSQL ${db.version} (${db.origin}, ${db.transport}); pg_stat_statements ${db.statements ? 'on' : 'off'}`,
   );
 
-  const [serverPort, barePort, peerPort] = await Promise.all([freePort(), freePort(), freePort()]);
+  const [serverPort, barePort, peerPort, peerTokenPort] = await Promise.all([
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+  ]);
   if (PROFILE) await mkdir(PROFILE_DIR, { recursive: true });
   // The process `npm start` runs (built JS, its heap flags), with the probe preloaded.
   const start = startCommand();
@@ -117,29 +122,36 @@ async function main(run: BenchRun): Promise<void> {
         readyPath: '/healthz',
       })
     : undefined;
-  // The hand-written peer: same database (its own schema), same pool size, secrets and wait bound.
-  const peerStart = enabled('peer')
-    ? startNode({
-        name: 'peer',
-        args: ['--import', 'tsx', 'bench/peer.ts', String(peerPort)],
-        env: {
-          NODE_ENV: 'production',
-          DATABASE_URL: db.url,
-          DB_POOL_MAX: SERVER_ENV.DB_POOL_MAX ?? '10',
-          JWT_SECRET: SECRETS.JWT_SECRET,
-          RESPONSE_ENCRYPTION_KEY: SECRETS.RESPONSE_ENCRYPTION_KEY,
-          IDEMPOTENCY_WAIT_MS: String(WAIT_MS),
-        },
-        port: peerPort,
-        readyPath: '/healthz',
-      })
+  // The hand-written peer: same database (its own schema), same pool size, secrets and wait bound;
+  // the one checking the caller's row (as the contract and the service do) is the one compared.
+  const startPeer = (name: string, port: number, check: 'row' | 'token', schema: string) =>
+    startNode({
+      name,
+      args: ['--import', 'tsx', 'bench/peer.ts', String(port)],
+      env: {
+        NODE_ENV: 'production',
+        DATABASE_URL: db.url,
+        DB_POOL_MAX: SERVER_ENV.DB_POOL_MAX ?? '10',
+        JWT_SECRET: SECRETS.JWT_SECRET,
+        RESPONSE_ENCRYPTION_KEY: SECRETS.RESPONSE_ENCRYPTION_KEY,
+        IDEMPOTENCY_WAIT_MS: String(WAIT_MS),
+        PEER_USER_CHECK: check,
+        PEER_SCHEMA: schema,
+      },
+      port,
+      readyPath: '/healthz',
+    });
+  const peerStart = enabled('peer') ? startPeer('peer', peerPort, 'row', 'peer') : undefined;
+  const peerTokenStart = enabled('peer-token')
+    ? startPeer('peer-token', peerTokenPort, 'token', 'peer_token')
     : undefined;
-  const [serverSettled, bareSettled, peerSettled] = await Promise.allSettled([
+  const [serverSettled, bareSettled, peerSettled, peerTokenSettled] = await Promise.allSettled([
     serverStart,
     bareStart,
     peerStart,
+    peerTokenStart,
   ]);
-  for (const s of [serverSettled, bareSettled, peerSettled]) {
+  for (const s of [serverSettled, bareSettled, peerSettled, peerTokenSettled]) {
     if (s.status === 'fulfilled' && s.value) {
       const child = s.value;
       run.pids.add(child.pid);
@@ -149,6 +161,7 @@ async function main(run: BenchRun): Promise<void> {
   if (serverSettled.status === 'rejected') throw serverSettled.reason;
   if (bareSettled.status === 'rejected') throw bareSettled.reason;
   if (peerSettled.status === 'rejected') throw peerSettled.reason;
+  if (peerTokenSettled.status === 'rejected') throw peerTokenSettled.reason;
   const server = serverSettled.value;
   run.serverChild = server;
   const bare = bareSettled.value;
@@ -166,10 +179,19 @@ async function main(run: BenchRun): Promise<void> {
   run.server = server;
   run.bare = bare;
   run.peer = peerSettled.value;
+  run.peerToken = peerTokenSettled.value;
+  // Proven correct before they are measured (a fast wrong peer would prove nothing).
   if (run.peer) {
-    // Proven correct before it is measured (a fast wrong peer would prove nothing).
-    results.peerProof = await provePeer(run.peer.url, run.admins[0], sql);
+    const tokenFor = (id: string, role: 'admin' | 'user') => run.token(Number(id), role);
+    results.peerProof = await provePeer(run.peer.url, run.admins[0], sql, {
+      schema: 'peer',
+      rowCheck: { tenant: TENANT, tokenFor },
+    });
     log(`peer pid ${run.peer.pid} at ${run.peer.url}: proven (${JSON.stringify(results.peerProof)})`);
+  }
+  if (run.peerToken) {
+    results.peerTokenProof = await provePeer(run.peerToken.url, run.admins[0], sql, { schema: 'peer_token' });
+    log(`token-only peer pid ${run.peerToken.pid} at ${run.peerToken.url}: proven (no row check)`);
   }
 
   results.memoryAfterStart = await serverMemory(server, true);
@@ -178,9 +200,10 @@ async function main(run: BenchRun): Promise<void> {
   await load({ url: server.url, connections: CONNECTIONS, duration: P.warmup, next: plainUser });
   await load({ url: server.url, connections: CONNECTIONS, duration: P.warmup, next: idemUser });
   if (bare) await load({ url: bare.url, connections: CONNECTIONS, duration: 1, next: plainUser });
-  if (run.peer) {
-    await load({ url: run.peer.url, connections: CONNECTIONS, duration: P.warmup, next: plainUser });
-    await load({ url: run.peer.url, connections: CONNECTIONS, duration: P.warmup, next: idemUser });
+  for (const peer of [run.peer, run.peerToken]) {
+    if (!peer) continue;
+    await load({ url: peer.url, connections: CONNECTIONS, duration: P.warmup, next: plainUser });
+    await load({ url: peer.url, connections: CONNECTIONS, duration: P.warmup, next: idemUser });
   }
 
   const captures = enabled('roundtrips') || enabled('pgbench') ? await roundTrips(run) : undefined;

@@ -27,6 +27,7 @@ export const SECRETS = {
 export const SCENARIOS = [
   'bare',
   'peer',
+  'peer-token',
   'idem-users',
   'idem-orders',
   'replay',

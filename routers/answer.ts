@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { errorEnvelopeSchema } from '../core/envelope.js';
 import { DomainError } from '../core/errors.js';
 import type { Outcome, OutcomeKind, Reply } from '../idempotency/outcome.js';
+import { storedBodyJson } from '../idempotency/stored-reply.js';
 import type { Context } from './context.js';
 import { errorAnswer, toTrpcError } from './error-answer.js';
 import { kindOfCode } from './error-table.js';
@@ -16,6 +17,11 @@ export interface Delivered {
   headers: Record<string, string>;
   /** What the idempotency protocol did, for the access log and metrics (absent without a key). */
   outcome?: OutcomeKind;
+  /**
+   * A replayed success's body as the exact JSON text stored with its record (the first answer's
+   * bytes): the REST transport sends it as it is instead of serialising the result again.
+   */
+  bodyJson?: string;
 }
 
 /**
@@ -44,7 +50,13 @@ export function deliver(ctx: Context, answer: Answer): unknown {
     throw toTrpcError(answer.error);
   }
   const { reply } = answer;
-  record({ status: reply.status, headers: reply.headers, outcome });
+  const bodyJson = answer.kind === 'replayed' && reply.status < 400 ? storedBodyJson(reply) : undefined;
+  record({
+    status: reply.status,
+    headers: reply.headers,
+    outcome,
+    ...(bodyJson === undefined ? {} : { bodyJson }),
+  });
   if (reply.status >= 400) throw toTrpcError(storedFailure(reply));
   return reply.body;
 }

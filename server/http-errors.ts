@@ -20,14 +20,27 @@ export function writeJson(
   body: unknown,
   contentType = 'application/json; charset=utf-8',
 ): void {
-  res.statusCode = status;
-  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
   if (status === 204 || body === undefined) {
+    res.statusCode = status;
+    for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
     res.end();
     return;
   }
+  writeJsonText(res, status, headers, JSON.stringify(body), contentType);
+}
+
+/** writeJson for a body already serialised (a replay's stored bytes, sent as they are). */
+export function writeJsonText(
+  res: ServerResponse,
+  status: number,
+  headers: Record<string, string>,
+  json: string,
+  contentType = 'application/json; charset=utf-8',
+): void {
+  res.statusCode = status;
+  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
   res.setHeader('Content-Type', contentType);
-  res.end(JSON.stringify(body));
+  res.end(json);
 }
 
 /** An error answered outside the procedures (routing, body reading), from the same error table. */

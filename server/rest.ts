@@ -4,14 +4,14 @@ import type { AnyProcedure, AnyRouter } from '@trpc/server/unstable-core-do-not-
 import express from 'express';
 import { MethodNotAllowed, UnsupportedMediaType, ValidationError } from '../core/errors.js';
 import { templateParams } from '../core/path-template.js';
-import { deliveredFor, errorMeta } from '../routers/answer.js';
+import { type Delivered, deliveredFor, errorMeta } from '../routers/answer.js';
 import { errorAnswer } from '../routers/error-answer.js';
 import type { AppRouter } from '../routers/index.js';
 import { metaByProcedure } from '../routers/meta.js';
 import { frontRequestSetup } from './access-log.js';
 import type { AppServices } from './app-services.js';
 import { clientGone, contextFor } from './context-for.js';
-import { bodyReadError, sendError, writeJson } from './http-errors.js';
+import { bodyReadError, sendError, writeJson, writeJsonText } from './http-errors.js';
 import { localsOf } from './locals.js';
 import { procedureCall } from './procedure-call.js';
 import { buildRouteTable, matchRoute, type RestRoute } from './rest-routes.js';
@@ -154,14 +154,7 @@ export function createRestFront(router: AppRouter, paths: Record<string, object>
         signal: undefined,
         batchIndex: 0,
       });
-      const delivered = deliveredFor(req);
-      writeJson(
-        res,
-        delivered?.status ?? procedure.declaredStatus,
-        delivered?.headers ?? {},
-        data,
-        'application/json',
-      );
+      sendResult(res, deliveredFor(req), procedure.declaredStatus, data);
     } catch (error) {
       const answer = errorAnswer(error);
       if (answer.internal) {
@@ -192,6 +185,18 @@ export function createRestFront(router: AppRouter, paths: Record<string, object>
     });
     return true;
   };
+}
+
+/**
+ * A procedure's result with the status and headers its answer recorded. A replayed success goes out
+ * as the bytes stored with its record (the first answer's), not serialised again (routers/answer.ts).
+ */
+function sendResult(res: ServerResponse, delivered: Delivered | undefined, declared: number, data: unknown) {
+  const status = delivered?.status ?? declared;
+  const headers = delivered?.headers ?? {};
+  if (delivered?.bodyJson !== undefined)
+    writeJsonText(res, status, headers, delivered.bodyJson, 'application/json');
+  else writeJson(res, status, headers, data, 'application/json');
 }
 
 /** A request for a REST route, once routed. */

@@ -26,12 +26,16 @@ export async function throughputScenarios(ctx: BenchRun, captures?: Captures): P
   const { server, bare, sql } = ctx;
   const specs: Spec[] = [{ name: 'plain', url: server.url, next: plainUser }];
   if (bare) specs.push({ name: 'bare', url: bare.url, next: plainUser, pid: bare.pid });
-  const { peer } = ctx;
+  const { peer, peerToken } = ctx;
   if (peer) {
     specs.push({ name: 'peer-plain', url: peer.url, next: plainUser, pid: peer.pid });
     specs.push({ name: 'peer-idem', url: peer.url, next: idemUser, pid: peer.pid });
   }
-  if (enabled('idem-users') || enabled('pgbench') || peer)
+  if (peerToken) {
+    specs.push({ name: 'peer-token-plain', url: peerToken.url, next: plainUser, pid: peerToken.pid });
+    specs.push({ name: 'peer-token-idem', url: peerToken.url, next: idemUser, pid: peerToken.pid });
+  }
+  if (enabled('idem-users') || enabled('pgbench') || peer || peerToken)
     specs.push({ name: 'idem-users', url: server.url, next: idemUser });
   if (enabled('idem-orders')) specs.push({ name: 'idem-orders', url: server.url, next: idemOrder });
   let notReplayed = 0;
@@ -118,6 +122,14 @@ export async function throughputScenarios(ctx: BenchRun, captures?: Captures): P
     r['idem-users'],
     r['peer-idem'],
   );
+  // The peer as it was before it read the caller's row (the token's role only): reported, no target.
+  const vsTokenPeer = (id: string, scenario: string, ours: typeof plain | undefined) => {
+    const theirs = r[id];
+    if (!ours || !theirs) return;
+    rows.push(loadRow(id, scenario, theirs, r2(ratio(ours.rps, theirs.rps)), 'service ÷ peer, reported'));
+  };
+  vsTokenPeer('peer-token-plain', 'Peer without the user-row check (token role only), plain', plain);
+  vsTokenPeer('peer-token-idem', 'Peer without the user-row check, idempotent create', r['idem-users']);
   const against = (id: string, scenario: string, min: number, extra = '', ok = true) => {
     const res = r[id];
     if (!res) return;
