@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sequelize, Transaction } from 'sequelize';
-import { isDatabaseBusy, isDatabaseUnavailable, isLockNotAvailable } from '../core/db-errors.js';
+import { isDatabaseBusy, isLockNotAvailable } from '../core/db-errors.js';
 import { processing } from '../core/envelope.js';
 import { Conflict, ServiceUnavailable, TooManyRequests } from '../core/errors.js';
 import { anyArmed, failpoint } from '../core/failpoints.js';
@@ -90,18 +90,6 @@ const BETWEEN_CLAIM_AND_COMMIT = ['local.after-claim', 'local.after-write', 'loc
 
 /** Mode A work: run inside the engine's transaction, or one statement sent with the claim. */
 export type LocalWork = ((tx: Transaction) => Promise<LocalResult>) | LocalStatement;
-
-/**
- * An error of the claim's round trip raised by the business statement in it, not by the claim: a
- * database error without the claim function's context (an error inside `idem_claim` names it in
- * its `where`). A dropped connection is neither's: it is answered as a failed claim.
- */
-function businessError(err: unknown): boolean {
-  const e = err as { code?: unknown; where?: unknown } | null;
-  if (typeof e?.code !== 'string' || !/^[0-9A-Z]{5}$/.test(e.code)) return false;
-  if (typeof e.where === 'string' && e.where.includes('idem_claim')) return false;
-  return !isDatabaseUnavailable(err);
-}
 
 export interface EngineSettings extends Limits {
   leaseMs: number;
@@ -301,7 +289,7 @@ export class IdempotencyEngine {
       // folded transaction (the record's row, the key's lock, a slot) stays open on its connection.
       else if (claim.claimed) await failpoint('local.after-claim');
     } catch (err) {
-      if (statement && businessError(err)) {
+      if (statement && businessStatementError(err)) {
         // The write sent with the claim failed, so the claim was ours (the write runs only then);
         // the transaction is aborted, and the final state below starts with ROLLBACK TO SAVEPOINT.
         claim = { claimed: true, failed: err };
