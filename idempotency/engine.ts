@@ -7,7 +7,7 @@ import { anyArmed, failpoint } from '../core/failpoints.js';
 import type { UserCheck } from '../models/user.js';
 import { businessStatementError, executeAtOnce } from './at-once.js';
 import { type Cap, type ClaimResult, claimedGuard, SlotRows } from './caps.js';
-import { differingFields } from './fingerprint.js';
+import { mismatchedFields } from './fingerprint.js';
 import { FoldedTransaction } from './folded-transaction.js';
 import { LeaseStore } from './lease.js';
 import type { Outcome, Reply } from './outcome.js';
@@ -109,7 +109,7 @@ const POLL_MS = 25;
 function mismatchOf(req: ClaimRequest, found: StoredRecord): string[] | undefined {
   if (!found.fieldHashes || !req.fieldHashes) return undefined;
   try {
-    return differingFields(JSON.parse(found.fieldHashes) as Record<string, string>, req.fieldHashes);
+    return mismatchedFields(JSON.parse(found.fieldHashes) as Record<string, string>, req.fieldHashes);
   } catch {
     return undefined;
   }

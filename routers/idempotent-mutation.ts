@@ -307,7 +307,7 @@ async function atOnce<I extends z.ZodType, D extends { id: string }>(
   const done = await idempotency.runAtOnce(request, statementWork(def, statement), check, ctx.signal);
   if (done.kind === 'refused') {
     // The 403 the row means (DISABLED, or not an admin); the statement and this rule are the same.
-    const auth = admitted(ctx.auth, userRowOf(done.user), def.admin === true);
+    admitted(ctx.auth, userRowOf(done.user), def.admin === true);
     return undefined;
   }
   return done.kind === 'answered' ? done.outcome : undefined;
