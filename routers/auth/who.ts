@@ -48,7 +48,8 @@ export async function readUser(
   const row = userRowOf({ status: userStatus, role: userRole });
   if (!scopeKey) return { row };
   const found = record.requestHash === null ? undefined : recordOfRow(record);
-  const allocated = newId && newAt ? { id: newId, at: newAt } : undefined;
+  // The time from the service's clock, as every create's (models/timestamps.ts), not the read's.
+  const allocated = newId && newAt ? { id: newId, at: new Date() } : undefined;
   return { row, prefetched: { scopeKey, record: found, ...(allocated ? { allocated } : {}) } };
 }
 
