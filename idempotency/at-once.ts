@@ -1,4 +1,5 @@
 import type { Sequelize } from 'sequelize';
+import { isDatabaseUnavailable } from '../core/db-errors.js';
 import { sqlRows } from '../core/sql.js';
 import type { UserCheck } from '../models/user.js';
 import type { Cap } from './caps.js';
@@ -71,13 +72,21 @@ export async function executeAtOnce(
   return { kind: 'lost', cap, slotsMissing };
 }
 
+/** The HINT idem_claim sets on its wait for the key's advisory lock (migration 20261126000001). */
+export const CLAIM_BUSY_HINT = 'idem_claim: key busy';
+
 /**
- * The error came from the business statement run by idem_execute (its EXECUTE), not from the checks
- * or the claim around it: PostgreSQL's context names the PL/pgSQL line that raised it.
+ * A database error of a claim's round trip (idem_execute's, or claimLocal's claim and business
+ * statement) that the business statement raised, decided without the message text (lc_messages may
+ * be any language): every SQLSTATE error but the claim's marked wait for the key's lock, and but a
+ * lost connection (answered as a failed claim). An error of the claim itself other than that wait is
+ * not expected; read as the business statement's, it sends the request to the general path, which
+ * runs every step again and decides.
  */
 export function businessStatementError(err: unknown): boolean {
-  const where = (err as { where?: unknown } | null)?.where;
-  return typeof where === 'string' && /PL\/pgSQL function idem_execute\(.*\) line \d+ at EXECUTE/.test(where);
+  const e = err as { code?: unknown; hint?: unknown } | null;
+  if (typeof e?.code !== 'string' || !/^[0-9A-Z]{5}$/.test(e.code)) return false;
+  return e.hint !== CLAIM_BUSY_HINT && !isDatabaseUnavailable(err);
 }
 
 /** A record's columns as the auth read and idem_execute return them (requestHash and status are NOT NULL in the table). */

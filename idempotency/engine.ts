@@ -1,13 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sequelize, Transaction } from 'sequelize';
-import { isDatabaseBusy, isDatabaseUnavailable, isLockNotAvailable } from '../core/db-errors.js';
+import { isDatabaseBusy, isLockNotAvailable } from '../core/db-errors.js';
 import { processing } from '../core/envelope.js';
 import { Conflict, ServiceUnavailable, TooManyRequests } from '../core/errors.js';
 import { anyArmed, failpoint } from '../core/failpoints.js';
 import type { UserCheck } from '../models/user.js';
 import { businessStatementError, executeAtOnce } from './at-once.js';
 import { type Cap, type ClaimResult, claimedGuard, SlotRows } from './caps.js';
-import { differingFields } from './fingerprint.js';
+import { mismatchedFields } from './fingerprint.js';
 import { FoldedTransaction } from './folded-transaction.js';
 import { LeaseStore } from './lease.js';
 import type { Outcome, Reply } from './outcome.js';
@@ -91,18 +91,6 @@ const BETWEEN_CLAIM_AND_COMMIT = ['local.after-claim', 'local.after-write', 'loc
 /** Mode A work: run inside the engine's transaction, or one statement sent with the claim. */
 export type LocalWork = ((tx: Transaction) => Promise<LocalResult>) | LocalStatement;
 
-/**
- * An error of the claim's round trip raised by the business statement in it, not by the claim: a
- * database error without the claim function's context (an error inside `idem_claim` names it in
- * its `where`). A dropped connection is neither's: it is answered as a failed claim.
- */
-function businessError(err: unknown): boolean {
-  const e = err as { code?: unknown; where?: unknown } | null;
-  if (typeof e?.code !== 'string' || !/^[0-9A-Z]{5}$/.test(e.code)) return false;
-  if (typeof e.where === 'string' && e.where.includes('idem_claim')) return false;
-  return !isDatabaseUnavailable(err);
-}
-
 export interface EngineSettings extends Limits {
   leaseMs: number;
   /** Told when a stored answer cannot be read (a key rotated without its id, a damaged row). */
@@ -121,7 +109,7 @@ const POLL_MS = 25;
 function mismatchOf(req: ClaimRequest, found: StoredRecord): string[] | undefined {
   if (!found.fieldHashes || !req.fieldHashes) return undefined;
   try {
-    return differingFields(JSON.parse(found.fieldHashes) as Record<string, string>, req.fieldHashes);
+    return mismatchedFields(JSON.parse(found.fieldHashes) as Record<string, string>, req.fieldHashes);
   } catch {
     return undefined;
   }
@@ -301,7 +289,7 @@ export class IdempotencyEngine {
       // folded transaction (the record's row, the key's lock, a slot) stays open on its connection.
       else if (claim.claimed) await failpoint('local.after-claim');
     } catch (err) {
-      if (statement && businessError(err)) {
+      if (statement && businessStatementError(err)) {
         // The write sent with the claim failed, so the claim was ours (the write runs only then);
         // the transaction is aborted, and the final state below starts with ROLLBACK TO SAVEPOINT.
         claim = { claimed: true, failed: err };

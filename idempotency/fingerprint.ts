@@ -118,10 +118,18 @@ function digest(key: string, version: string, input: FingerprintInput, body: str
 }
 
 /**
+ * Secret fields (CONTRACT section 5): never kept in a form that can be tested offline faster than
+ * the password hash itself. A fast HMAC of a bare password beside a database dump is such a form, so
+ * their field "digest" is only this marker: the field was present.
+ */
+const SECRET_FIELDS: ReadonlySet<string> = new Set(['password']);
+const SECRET_PRESENT = 'secret';
+
+/**
  * One HMAC per top-level field of the normalised body (fp2 rules; non-business fields left out), each
  * bound to the request's method, path, tenant and user, so that a 409 can name the fields that differ
  * from the first request without the plaintext body ever being stored. Truncated to 128 bits: they
- * only ever name fields, they decide nothing.
+ * only ever name fields, they decide nothing. A secret field gets SECRET_PRESENT instead.
  */
 export function fieldDigests(key: string, input: FingerprintInput): Record<string, string> {
   const body = normaliseValue(input.body);
@@ -130,6 +138,10 @@ export function fieldDigests(key: string, input: FingerprintInput): Record<strin
   const out: Record<string, string> = {};
   for (const [field, value] of Object.entries(body as Record<string, unknown>)) {
     if (skip.has(field)) continue;
+    if (SECRET_FIELDS.has(field)) {
+      out[field] = SECRET_PRESENT;
+      continue;
+    }
     const message = JSON.stringify([
       'field1',
       input.method.toUpperCase(),
@@ -144,11 +156,26 @@ export function fieldDigests(key: string, input: FingerprintInput): Record<strin
   return out;
 }
 
+const pointer = (f: string) => `/${f.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+
 /** JSON pointers (RFC 6901) of the fields whose digests differ, or that only one side has; sorted. */
 export function differingFields(first: Record<string, string>, now: Record<string, string>): string[] {
   const fields = new Set([...Object.keys(first), ...Object.keys(now)]);
   return [...fields]
     .filter((f) => first[f] !== now[f])
     .sort()
-    .map((f) => `/${f.replace(/~/g, '~0').replace(/\//g, '~1')}`);
+    .map(pointer);
+}
+
+/**
+ * The fields a 409 names for two requests whose fingerprints differ. When no digested field differs,
+ * the difference can only be in a secret field both sent (kept without a digest): those are named.
+ */
+export function mismatchedFields(first: Record<string, string>, now: Record<string, string>): string[] {
+  const named = differingFields(first, now);
+  if (named.length > 0) return named;
+  return Object.keys(now)
+    .filter((f) => SECRET_FIELDS.has(f) && f in first)
+    .sort()
+    .map(pointer);
 }

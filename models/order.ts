@@ -16,6 +16,7 @@ import {
   type SqlValue,
   withAllocated,
 } from '../core/sql.js';
+import { notBeforeCreated, timed } from './timestamps.js';
 
 export type OrderStatus = 'CREATED' | 'PAID';
 
@@ -51,6 +52,9 @@ const ORDER_INSERT: InsertShape = {
               description, status, created_at AS "createdAt", updated_at AS "updatedAt"`,
 };
 
+/** A create's time from the service's clock, as every path's (models/timestamps.ts). */
+const ORDER_INSERT_TIMED = timed(ORDER_INSERT);
+
 const orderValues = (v: NewOrder): SqlValue[] => [
   v.tenantId,
   v.userId,
@@ -78,7 +82,13 @@ export class Order extends Model<InferAttributes<Order>, InferCreationAttributes
    * `User.insertRow`). A taken merchantOrderNo throws the driver's unique violation.
    */
   static async insertRow(values: NewOrder, transaction?: Transaction): Promise<OrderRow> {
-    return insertOne<OrderRow>(Order.sequelize!, ORDER_INSERT, orderValues(values), transaction);
+    const at = new Date();
+    return insertOne<OrderRow>(
+      Order.sequelize!,
+      ORDER_INSERT_TIMED,
+      [...orderValues(values), at, at],
+      transaction,
+    );
   }
 
   /**
@@ -104,7 +114,7 @@ export class Order extends Model<InferAttributes<Order>, InferCreationAttributes
         createdAt: DataTypes.DATE,
         updatedAt: DataTypes.DATE,
       },
-      { sequelize, tableName: 'orders', underscored: true },
+      { sequelize, tableName: 'orders', underscored: true, hooks: { beforeUpdate: notBeforeCreated } },
     );
   }
 }

@@ -18,6 +18,7 @@ import {
   sqlRows,
   withAllocated,
 } from '../core/sql.js';
+import { notBeforeCreated, timed } from './timestamps.js';
 
 export type { Role };
 export type UserStatus = 'ACTIVE' | 'DISABLED';
@@ -62,7 +63,13 @@ export interface UserCheck {
 
 /** user_insert_checked (migration 20261125000001): the insert with the user row's rule, plan kept per session. */
 const INSERT_CHECKED = `SELECT * FROM user_insert_checked($1::text, $2::text, $3::smallint, $4::text, $5::text,
-  $6::text, $7::text, $8::text, $9::text, $10::bigint, $11::text, $12::boolean)`;
+  $6::text, $7::text, $8::text, $9::text, $10::bigint, $11::text, $12::boolean, $13::timestamptz)`;
+
+/**
+ * Every create's time comes from the service's clock (here, or models/id-blocks.ts for a keyed
+ * create), never from the database's default: one source whatever the path (issue 26, defect 3).
+ */
+const USER_INSERT_TIMED = timed(USER_INSERT);
 
 const userValues = (v: NewUser): SqlValue[] => [
   v.tenantId,
@@ -96,12 +103,18 @@ export class User extends Model<InferAttributes<User>, InferCreationAttributes<U
 
   /**
    * One `INSERT ... RETURNING` of the answer's columns: the hot path of a create. Same table, same
-   * constraints and defaults (timestamps from the database) as `User.create`, without building and
+   * constraints and defaults (but the timestamps: the service's clock) as `User.create`, without building and
    * validating a model instance (Sequelize's own cost per row; docs/BENCHMARKS.md). A duplicate
    * username or email throws the driver's unique violation (23505, naming the constraint).
    */
   static async insertRow(values: NewUser, transaction?: Transaction): Promise<UserRow> {
-    return insertOne<UserRow>(User.sequelize!, USER_INSERT, userValues(values), transaction);
+    const at = new Date();
+    return insertOne<UserRow>(
+      User.sequelize!,
+      USER_INSERT_TIMED,
+      [...userValues(values), at, at],
+      transaction,
+    );
   }
 
   /**
@@ -117,6 +130,7 @@ export class User extends Model<InferAttributes<User>, InferCreationAttributes<U
       check.userId,
       check.tokenRole,
       check.adminOnly,
+      new Date(),
     ]);
     return rows.length === 0 ? undefined : rows[0];
   }
@@ -146,7 +160,7 @@ export class User extends Model<InferAttributes<User>, InferCreationAttributes<U
         createdAt: DataTypes.DATE,
         updatedAt: DataTypes.DATE,
       },
-      { sequelize, tableName: 'users', underscored: true },
+      { sequelize, tableName: 'users', underscored: true, hooks: { beforeUpdate: notBeforeCreated } },
     );
   }
 }

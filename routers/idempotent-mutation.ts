@@ -10,7 +10,7 @@ import { readIdempotencyKey } from '../idempotency/key.js';
 import type { Outcome, Reply } from '../idempotency/outcome.js';
 import type { UserCheck } from '../models/user.js';
 import { type Answer, deliver } from './answer.js';
-import { admittedAs, readUser, refusedBecause, requireAdminRole, userCheck, userRowOf } from './auth/who.js';
+import { admitted, readUser, refusedBecause, userCheck, userRowOf } from './auth/who.js';
 import type { AuthedContext } from './context.js';
 import { errorAnswer } from './error-answer.js';
 import { idempotentRequest } from './idempotent-request.js';
@@ -307,8 +307,7 @@ async function atOnce<I extends z.ZodType, D extends { id: string }>(
   const done = await idempotency.runAtOnce(request, statementWork(def, statement), check, ctx.signal);
   if (done.kind === 'refused') {
     // The 403 the row means (DISABLED, or not an admin); the statement and this rule are the same.
-    const auth = admittedAs(ctx.auth, userRowOf(done.user));
-    if (def.admin) requireAdminRole(auth);
+    admitted(ctx.auth, userRowOf(done.user), def.admin === true);
     return undefined;
   }
   return done.kind === 'answered' ? done.outcome : undefined;
@@ -321,8 +320,7 @@ async function readFirst(
   scope: string,
 ): Promise<AuthedContext> {
   const { row, prefetched } = await readUser(ctx.services.sequelize, ctx.auth, scope, def.allocatesIdFrom);
-  const auth = admittedAs(ctx.auth, row);
-  if (def.admin) requireAdminRole(auth);
+  const auth = admitted(ctx.auth, row, def.admin === true);
   return { ...ctx, auth, prefetched, userCheckInWrite: false };
 }
 

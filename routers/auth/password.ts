@@ -4,7 +4,12 @@ import { promisify } from 'node:util';
 const scryptAsync = promisify(scrypt) as (password: string, salt: string, keylen: number) => Promise<Buffer>;
 const KEY_LENGTH = 64;
 
+/** Passwords hashed by this process: the user check must come first (test/api/password-secret.test.ts counts). */
+let hashed = 0;
+export const passwordsHashed = (): number => hashed;
+
 export async function hashPassword(password: string): Promise<{ hash: string; salt: string }> {
+  hashed += 1;
   const salt = randomBytes(16).toString('hex');
   const hash = (await scryptAsync(password, salt, KEY_LENGTH)).toString('hex');
   return { hash, salt };

@@ -48,7 +48,8 @@ export async function readUser(
   const row = userRowOf({ status: userStatus, role: userRole });
   if (!scopeKey) return { row };
   const found = record.requestHash === null ? undefined : recordOfRow(record);
-  const allocated = newId && newAt ? { id: newId, at: newAt } : undefined;
+  // The time from the service's clock, as every create's (models/timestamps.ts), not the read's.
+  const allocated = newId && newAt ? { id: newId, at: new Date() } : undefined;
   return { row, prefetched: { scopeKey, record: found, ...(allocated ? { allocated } : {}) } };
 }
 
@@ -75,6 +76,17 @@ export function admittedAs(identity: Identity, row: UserRow): Identity {
 }
 
 /**
+ * The whole user-row rule: admittedAs, then, for an admin-only write, the admin role. Its SQL twin,
+ * for writes that check it in their own statement, is idem_user_admits (migration 20261126000002);
+ * test/rules/user-row-rule.test.ts holds the two to the same answer in every case.
+ */
+export function admitted(identity: Identity, row: UserRow, adminOnly: boolean): Identity {
+  const auth = admittedAs(identity, row);
+  if (adminOnly) requireAdminRole(auth);
+  return auth;
+}
+
+/**
  * The same rule (and the admin role when `admin`) for a write to check in its own statement
  * (models/user.ts User.insertChecked, migration 20261125000001): a keyless create then needs no read
  * before it (one round trip instead of two), and a user disabled while the request was in flight is
@@ -95,7 +107,5 @@ export async function refusedBecause(
   admin: boolean,
 ): Promise<Identity> {
   const { row } = await readUser(sequelize, identity);
-  const auth = admittedAs(identity, row);
-  if (admin) requireAdminRole(auth);
-  return auth;
+  return admitted(identity, row, admin);
 }

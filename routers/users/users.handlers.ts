@@ -5,6 +5,7 @@ import type { Identity } from '../../core/identity.js';
 import { type Allocated, onlyRow } from '../../core/sql.js';
 import { type NewUser, User, type UserCheck, type UserRow } from '../../models/user.js';
 import { hashPassword } from '../auth/password.js';
+import { refusedBecause } from '../auth/who.js';
 import type { BusinessStatement } from '../idempotent-mutation.js';
 import type { CreateUserInput, ReplaceUserInput, UpdateUserInput, UserDto } from './users.schema.js';
 
@@ -74,24 +75,42 @@ export async function createUser(auth: Identity, input: CreateUserInput, tx?: Tr
   return user;
 }
 
+/**
+ * Hashing a password is the one slow step (scrypt): a request the user row refuses (DISABLED, or a
+ * demoted admin) gets its 403 before it, so such tokens make the service spend no scrypt time
+ * (CONTRACT section 5). With a password, the row is read first (one round trip, against scrypt's
+ * cost); the write still checks it again in its own statement.
+ */
+async function checkedBeforeHashing(
+  auth: Identity,
+  input: CreateUserInput,
+  check?: UserCheck,
+): Promise<void> {
+  if (input.password && check) await refusedBecause(User.sequelize!, auth, check.adminOnly);
+}
+
 /** The same create, only where `check` admits it in the same statement (undefined when it did not). */
-export function createUserChecked(
+export async function createUserChecked(
   auth: Identity,
   input: CreateUserInput,
   check: UserCheck,
 ): Promise<UserDto | undefined> {
+  await checkedBeforeHashing(auth, input, check);
   return insertUser(auth, input, (row) => User.insertChecked(row, check));
 }
 
 /**
  * The same create as one statement, for a keyed request (sent with the claim). With an allocated id
- * and time the row is written with them, and its answer is known before the write.
+ * and time the row is written with them, and its answer is known before the write. `check`: the
+ * user row was not read yet (the statement checks it).
  */
 export async function createUserStatement(
   auth: Identity,
   input: CreateUserInput,
   allocated?: Allocated,
+  check?: UserCheck,
 ): Promise<BusinessStatement<UserDto>> {
+  await checkedBeforeHashing(auth, input, check);
   const row = await newUser(auth, input);
   return {
     sql: (guard) => User.insertGuarded(row, guard, allocated),

@@ -1,4 +1,5 @@
 import { ok } from '../../core/envelope.js';
+import { userCheck } from '../auth/who.js';
 import { idempotentMutation } from '../idempotent-mutation.js';
 import { adminProcedure, authedProcedure, router } from '../trpc.js';
 import * as users from './users.handlers.js';
@@ -48,7 +49,13 @@ export const usersRouter = router({
     run: ({ ctx, input, tx }) => users.createUser(ctx.auth, input, tx),
     runAlone: ({ ctx, input, check }) =>
       check ? users.createUserChecked(ctx.auth, input, check) : users.createUser(ctx.auth, input),
-    statement: ({ ctx, input, allocated }) => users.createUserStatement(ctx.auth, input, allocated),
+    statement: ({ ctx, input, allocated }) =>
+      users.createUserStatement(
+        ctx.auth,
+        input,
+        allocated,
+        ctx.userCheckInWrite ? userCheck(ctx.auth, true) : undefined,
+      ),
     allocatesIdFrom: 'users_id_seq',
   }),
 
