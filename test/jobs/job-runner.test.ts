@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import pino from 'pino';
 import { QueryTypes } from 'sequelize';
-import { Jobs } from '../../core/jobs.js';
+import { Jobs, retryDelayMs } from '../../core/jobs.js';
 import { every, PauseLog } from '../../server/background.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
 
@@ -89,6 +89,43 @@ describe('job runner (pg-boss) on a real database', () => {
         child.once('exit', (code) => reject(new Error(`job worker exited (${code})`)));
       });
       return child;
+    }
+  });
+
+  it('when a task fails, then it runs again after the back-off delay until maxAttempts, and no more', async () => {
+    const jobs = runner(db, 'retrying');
+    running.push(jobs);
+    await jobs.start();
+    const attempts: number[] = [];
+    await jobs.task(
+      'flaky',
+      async (_payload, { attempt }) => {
+        attempts.push(attempt);
+        throw new Error('the partner is down');
+      },
+      { expireInMs: 60000 },
+    );
+    await jobs.add('flaky', {}, { maxAttempts: 3, backoff: { delaysMs: [50, 100], jitter: 0.2 } });
+    await until('the third attempt', async () => (attempts.length >= 3 ? true : undefined));
+    const failed = await until('the job failed for good', async () => {
+      const rows = await db.sequelize.query<{ n: string }>(
+        "SELECT count(*) AS n FROM pgboss.job WHERE name = 'flaky' AND state = 'failed'",
+        { type: QueryTypes.SELECT },
+      );
+      return Number(rows[0]?.n) > 0 ? Number(rows[0]?.n) : undefined;
+    });
+    expect(failed).to.equal(1);
+    expect(attempts).to.deep.equal([1, 2, 3]);
+  });
+
+  it('retryDelayMs: attempt n waits delaysMs[n-1], the last delay repeats, jitter stays within its share', () => {
+    const backoff = { delaysMs: [5000, 30000, 120000] };
+    expect([1, 2, 3, 4, 9].map((n) => retryDelayMs(backoff, n))).to.deep.equal([
+      5000, 30000, 120000, 120000, 120000,
+    ]);
+    for (let i = 0; i < 50; i++) {
+      const d = retryDelayMs({ delaysMs: [1000], jitter: 0.2 }, 1);
+      expect(d).to.be.within(800, 1200);
     }
   });
 
