@@ -16,7 +16,7 @@ export interface Backoff {
 
 export interface AddOptions {
   runAt?: Date;
-  /** At most one pending and one running job per key (the task must be registered `keyed`). */
+  /** With a task registered `unique`: a second add while one is pending is a no-op (returns null). */
   jobKey?: string;
   /** 1 (the default): never retried. A worker that died mid-job also uses one attempt. */
   maxAttempts?: number;
@@ -26,8 +26,12 @@ export interface AddOptions {
 export interface TaskOptions {
   /** A job still running after this is taken as dead (its worker killed) and run again elsewhere. */
   expireInMs: number;
-  /** Jobs carry a jobKey; one pending + one running per key (pg-boss's `stately` queue policy). */
-  keyed?: boolean;
+  /**
+   * Per jobKey: 'pending' allows one pending job (pg-boss's `short` policy); 'pending-and-running'
+   * also one running (`stately`: a webhook delivery's attempts never overlap; but a job whose worker
+   * died blocks its key's next one until it expires, and the queue's fetch with it).
+   */
+  unique?: 'pending' | 'pending-and-running';
 }
 
 export interface JobContext {
@@ -96,7 +100,7 @@ export class Jobs {
   async task<P>(name: string, handler: TaskHandler<P>, options: TaskOptions): Promise<void> {
     await this.boss.createQueue(name, {
       name,
-      policy: options.keyed ? 'stately' : 'standard',
+      policy: options.unique === 'pending' ? 'short' : options.unique ? 'stately' : 'standard',
       expireInSeconds: seconds(options.expireInMs, 1),
     });
     await this.boss.work<Envelope<P>>(

@@ -41,11 +41,13 @@ const RECURRING_ATTEMPTS = 1_000_000;
 
 /**
  * Runs `task` about every `intervalMs` on ANY instance, one run at a time across instances: one
- * pending job per queue (a `keyed` task) that reschedules itself when its run ends. Every instance
- * adds the first one at start; all adds but one are no-ops. The queue's name carries the interval,
- * so instances configured alike share one chain, and an instance configured apart (a test's
- * "recoverer off" instance) neither runs nor delays the others' ticks.
- * The task is still written to be safe concurrently: a run outliving expireInMs is run again.
+ * pending job per queue (unique 'pending', jobKey = queue) that reschedules itself when its run
+ * ends, so the next run exists only once this one ended. Every instance adds the first one at start
+ * (all adds but one are no-ops); only that seed can overlap a run in progress (an instance started
+ * during a run longer than the interval), and a run outliving expireInMs (its instance taken as
+ * dead) is run again: both are safe, the tasks are written to run concurrently.
+ * The queue's name carries the interval, so instances configured alike share one chain, and an
+ * instance configured apart (a test's "recoverer off" instance) neither runs nor delays the others'.
  */
 export async function every(
   jobs: Jobs,
@@ -83,7 +85,8 @@ export async function every(
         }
       }
     },
-    { keyed: true, expireInMs: options.expireInMs },
+    // Not 'pending-and-running': a run whose instance died would block the next until it expired.
+    { unique: 'pending', expireInMs: options.expireInMs },
   );
   await next();
 }
