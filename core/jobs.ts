@@ -1,4 +1,4 @@
-import PgBoss from 'pg-boss';
+import type PgBoss from 'pg-boss';
 import type { Logger } from 'pino';
 
 /**
@@ -72,14 +72,24 @@ export function retryDelayMs(backoff: Backoff, attempt: number): number {
 }
 
 export class Jobs {
-  private readonly boss: PgBoss;
+  private started?: PgBoss;
   private readonly stopping = new AbortController();
   private readonly running = new Set<Promise<void>>();
   private readonly pollSeconds: number;
 
   constructor(private readonly options: JobsOptions) {
     this.pollSeconds = Math.max(0.5, (options.pollMs ?? 2000) / 1000);
-    this.boss = new PgBoss({
+  }
+
+  /**
+   * Creates or upgrades pg-boss's schema (under its own advisory lock: instances may start together).
+   * pg-boss is loaded here, not at import: the process's start (before its database is reachable
+   * or writable) does not wait for it.
+   */
+  async start(): Promise<void> {
+    const { default: Boss } = await import('pg-boss');
+    const { options } = this;
+    const boss = new Boss({
       connectionString: options.connectionString,
       application_name: options.applicationName,
       max: 4,
@@ -87,14 +97,19 @@ export class Jobs {
       // pg-boss's cron is per minute; recurring jobs reschedule themselves (server/background.ts).
       schedule: false,
     });
-    this.boss.on('error', (err) =>
+    boss.on('error', (err) =>
       (options.onError ?? ((e) => options.logger.warn({ err: e }, 'job runner error')))(err),
     );
+    await boss.start().catch(async (err: unknown) => {
+      await boss.stop({ graceful: false }).catch(() => {});
+      throw err;
+    });
+    this.started = boss;
   }
 
-  /** Creates or upgrades pg-boss's schema (under its own advisory lock: instances may start together). */
-  async start(): Promise<void> {
-    await this.boss.start();
+  private get boss(): PgBoss {
+    if (!this.started) throw new Error('Jobs.start() has not run');
+    return this.started;
   }
 
   async task<P>(name: string, handler: TaskHandler<P>, options: TaskOptions): Promise<void> {
@@ -168,6 +183,7 @@ export class Jobs {
    */
   async stop(timeoutMs: number): Promise<void> {
     this.stopping.abort();
+    if (!this.started) return;
     await Promise.all([
       Promise.allSettled(this.running),
       this.boss.stop({ graceful: true, wait: true, timeout: timeoutMs }),

@@ -103,7 +103,10 @@ export async function startServer(config: Config): Promise<RunningServer> {
     payments,
     countOutcome: (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
   };
-  const jobs = await startJobs(config, db.url, logger);
+  const jobs = await startJobs(config, db.url, logger).catch(async (err: unknown) => {
+    await db.close().catch(() => {});
+    throw err;
+  });
   const pauses = new PauseLog(logger);
   // A run works off the whole backlog, paced (PURGE_BUSY_PERCENT); the next run starts only after it.
   await every(
