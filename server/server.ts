@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Config } from '../core/config.js';
 import { applicationName, checkSessionBounds, openDatabase, whenWritable } from '../core/database.js';
 import { onDropConnections, setFailpoints } from '../core/failpoints.js';
+import type { Jobs } from '../core/jobs.js';
 import { createLogger } from '../core/logger.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
@@ -17,14 +18,17 @@ import { resumablePayments } from '../payments/readings.js';
 import { PAYMENT_OPERATION, recoverExpiredPayments } from '../payments/recoverer.js';
 import { createApp } from './app.js';
 import type { AppServices } from './app-services.js';
-import { every } from './background.js';
+import { every, PauseLog } from './background.js';
 import { createEngine } from './engine-from-config.js';
+import { PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, startJobs } from './jobs.js';
 import { Metrics } from './metrics.js';
 
 export interface RunningServer {
   url: string;
   port: number;
   services: AppServices;
+  /** Where later background work (exports, webhook deliveries) registers its tasks and adds jobs. */
+  jobs: Jobs;
   close(): Promise<void>;
 }
 
@@ -99,9 +103,18 @@ export async function startServer(config: Config): Promise<RunningServer> {
     payments,
     countOutcome: (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
   };
-  const jobs = [
-    // A run works off the whole backlog, paced (PURGE_BUSY_PERCENT); the next run starts only after it.
-    every('purge-expired', config.PURGE_INTERVAL_MS, logger, async (signal) => {
+  const jobs = await startJobs(config, db.url, logger).catch(async (err: unknown) => {
+    await db.close().catch(() => {});
+    throw err;
+  });
+  const pauses = new PauseLog(logger);
+  // A run works off the whole backlog, paced (PURGE_BUSY_PERCENT); the next run starts only after it.
+  await every(
+    jobs,
+    pauses,
+    'purge-expired',
+    { intervalMs: config.PURGE_INTERVAL_MS, expireInMs: PURGE_EXPIRE_MS },
+    async (signal) => {
       const purged = await purgeExpired(db.sequelize, {
         maxBatches: Number.POSITIVE_INFINITY,
         busyPercent: config.PURGE_BUSY_PERCENT,
@@ -112,8 +125,14 @@ export async function startServer(config: Config): Promise<RunningServer> {
         },
       });
       if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
-    }),
-    every('payment-recoverer', config.RECOVERER_INTERVAL_MS, logger, async () => {
+    },
+  );
+  await every(
+    jobs,
+    pauses,
+    'payment-recoverer',
+    { intervalMs: config.RECOVERER_INTERVAL_MS, expireInMs: RECOVERER_EXPIRE_MS },
+    async () => {
       try {
         const taken = await recoverExpiredPayments(payments, 20, (scopeKey, err) =>
           logger.error({ err, scopeKey }, 'payment recovery failed; retried next round'),
@@ -128,8 +147,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
         metrics.recovererRuns.inc({ result: 'error' });
         throw err;
       }
-    }),
-  ];
+    },
+  );
   const app = createApp(services);
   const server = http.createServer(app);
   server.keepAliveTimeout = 5000;
@@ -146,6 +165,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
     url,
     port,
     services,
+    jobs,
     close() {
       closing ??= (async () => {
         // Stop accepting, let in-flight requests finish (bounded), then release the pool.
@@ -154,7 +174,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
         const timer = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
         await drained;
         clearTimeout(timer);
-        await Promise.all(jobs.map((job) => job.stop()));
+        await jobs.stop(config.SHUTDOWN_TIMEOUT_MS);
         await placeholder?.close();
         await gateway.close();
         await simulator?.close();
