@@ -1,4 +1,3 @@
-import type { inferParser, UnsetMarker } from '@trpc/server/unstable-core-do-not-import';
 import type { Transaction } from 'sequelize';
 import type { OpenApiMeta } from 'trpc-to-openapi';
 import { z } from 'zod';
@@ -17,12 +16,13 @@ import { idempotentRequest } from './idempotent-request.js';
 import { authedProcedure, requireAdmin } from './trpc.js';
 
 /**
- * The input a resolver of `.input(I)` receives, spelled the way tRPC spells it, so that it reaches
- * `run` unchanged (tRPC keeps the type deferred inside a generic builder).
+ * The input a resolver of `.input(I)` receives, read off tRPC's own builder type, so that it reaches
+ * `run` unchanged (tRPC keeps the type deferred inside a generic builder, where `z.output<I>` is not
+ * the same type).
  */
-type InputOf<I extends z.ZodType> = inferParser<I>['out'] extends UnsetMarker
-  ? undefined
-  : inferParser<I>['out'];
+type InputOf<I extends z.ZodType> = Parameters<
+  Parameters<ReturnType<typeof authedProcedure.input<I>>['mutation']>[0]
+>[0]['input'];
 
 interface Definition<I extends z.ZodType> {
   openapi: NonNullable<OpenApiMeta['openapi']>;
