@@ -185,12 +185,12 @@ export class IdempotencyEngine {
   }
 
   /**
-   * runAtOnce takes this request now: no Redis placeholder, no failpoint between claim and commit,
-   * and the key not one this process saw a record of lately (most likely a replay, cheaper by the
-   * auth read: recent-keys.ts).
+   * runAtOnce can take a request now: no Redis placeholder and no failpoint between claim and commit
+   * (steps of the general path it has not). Which path a keyed create takes is chosen in one place:
+   * routers/keyed-path.ts chooseKeyedPath.
    */
-  atOnceAvailable(scopeKey: string): boolean {
-    return !this.placeholder && !anyArmed(BETWEEN_CLAIM_AND_COMMIT) && !this.recent.has(scopeKey);
+  atOnceSupported(): boolean {
+    return !this.placeholder && !anyArmed(BETWEEN_CLAIM_AND_COMMIT);
   }
 
   /**
@@ -211,7 +211,7 @@ export class IdempotencyEngine {
     signal?: Cancellation,
   ): Promise<AtOnce> {
     const known = work.answer;
-    if (!known || !this.atOnceAvailable(req.scopeKey)) return { kind: 'general' };
+    if (!known || !this.atOnceSupported()) return { kind: 'general' };
     await this.slotRows.ensure(req.userScope);
     await failpoint('local.before-claim');
     const final = this.finalState(req, known);

@@ -1,6 +1,7 @@
 import type { AnyRouter } from '@trpc/server';
 import type { OpenApiMeta } from 'trpc-to-openapi';
 import { z } from 'zod';
+import { proceduresOf } from './trpc-internals.js';
 
 /**
  * What a procedure declares about its REST answer, once: the OpenAPI document and the REST transport
@@ -43,8 +44,7 @@ const metaSchema = z.object({
 
 export type DeclaredMeta = z.infer<typeof metaSchema>;
 
-/** Each procedure's meta by procedure path (tRPC keeps the procedures flat in `_def.procedures`). */
+/** Each procedure's meta by procedure path. */
 export function metaByProcedure(router: AnyRouter): Map<string, DeclaredMeta> {
-  const procedures: Record<string, { _def: { meta?: unknown } }> = router._def.procedures;
-  return new Map(Object.entries(procedures).map(([path, p]) => [path, metaSchema.parse(p._def.meta ?? {})]));
+  return new Map(proceduresOf(router).map(({ path, meta }) => [path, metaSchema.parse(meta ?? {})]));
 }

@@ -6,6 +6,7 @@ import { setFailpoints } from '../core/failpoints.js';
 import { deliveredFor, errorMeta } from '../routers/answer.js';
 import { errorAnswer } from '../routers/error-answer.js';
 import { appRouter } from '../routers/index.js';
+import { proceduresOf } from '../routers/trpc-internals.js';
 import { accessLog, observeDuration } from './access-log.js';
 import type { AppServices } from './app-services.js';
 import { contextFor } from './context-for.js';
@@ -40,7 +41,7 @@ function createExpressApp(services: AppServices, openapiDoc: ReturnType<typeof b
   app.set('etag', false);
   app.set('query parser', 'simple');
 
-  const procedures = new Set(Object.keys(appRouter._def.procedures));
+  const procedures = new Set(proceduresOf(appRouter).map((p) => p.path));
   const fixedRoutes = new Set(['/healthz', '/readyz', '/openapi.json', '/docs', '/metrics']);
   app.use(requestId);
   app.use((req, res, next) => {

@@ -1,19 +1,20 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseQuery } from 'node:querystring';
-import type { AnyProcedure, AnyRouter } from '@trpc/server/unstable-core-do-not-import';
+import type { AnyRouter } from '@trpc/server';
 import express from 'express';
+import { z } from 'zod';
 import { MethodNotAllowed, UnsupportedMediaType, ValidationError } from '../core/errors.js';
 import { templateParams } from '../core/path-template.js';
 import { type Delivered, deliveredFor, errorMeta } from '../routers/answer.js';
 import { errorAnswer } from '../routers/error-answer.js';
 import type { AppRouter } from '../routers/index.js';
 import { metaByProcedure } from '../routers/meta.js';
+import { procedureCall, proceduresOf } from '../routers/trpc-internals.js';
 import { frontRequestSetup } from './access-log.js';
 import type { AppServices } from './app-services.js';
 import { clientGone, contextFor } from './context-for.js';
 import { bodyReadError, sendError, writeJson, writeJsonText } from './http-errors.js';
 import { localsOf } from './locals.js';
-import { procedureCall } from './procedure-call.js';
 import { buildRouteTable, matchRoute, type RestRoute } from './rest-routes.js';
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
@@ -32,7 +33,7 @@ interface RestProcedure {
   type: 'query' | 'mutation';
   /** The success status when the answer edge recorded none (a plain procedure). */
   declaredStatus: number;
-  /** Runs the procedure's middlewares and resolver (server/procedure-call.ts). */
+  /** Runs the procedure's middlewares and resolver (routers/trpc-internals.ts procedureCall). */
   call: ReturnType<typeof procedureCall>;
 }
 
@@ -43,24 +44,18 @@ interface RestProcedure {
 function restProcedures(router: AnyRouter): Map<string, RestProcedure> {
   const table = new Map<string, RestProcedure>();
   const meta = metaByProcedure(router);
-  const procedures: Record<
-    string,
-    AnyProcedure & { _def: { type: string; inputs: Array<{ _zod?: { def: { type: string } } }> } }
-  > = router._def.procedures;
-  for (const [path, procedure] of Object.entries(procedures)) {
-    const def = procedure._def;
+  for (const { path, type, inputs } of proceduresOf(router)) {
     const openapi = meta.get(path)?.openapi;
     if (!openapi) continue;
-    if (def.inputs.length !== 1 || def.inputs[0]._zod?.def.type !== 'object') {
+    if (inputs.length !== 1 || !(inputs[0] instanceof z.ZodObject)) {
       throw new Error(`REST procedure ${path} must take one z.object input`);
     }
-    const type = def.type;
     if (type !== 'query' && type !== 'mutation') throw new Error(`REST procedure ${path} is a ${type}`);
     table.set(`${openapi.method.toUpperCase()} ${openapi.path}`, {
       path,
       type,
       declaredStatus: meta.get(path)?.successStatus ?? 200,
-      call: procedureCall(procedure),
+      call: procedureCall(router, path),
     });
   }
   return table;
@@ -97,8 +92,8 @@ function splitTarget(url: string): { path: string; query: string } | undefined {
  * The REST front: answers every request for a REST route (a canonical path or an alias) before, and
  * without, Express. It does for these requests what Express's layers do for the others (request id,
  * route label, access log, duration metric: the same functions), routes each to its procedure and
- * calls it directly (the procedure's chain: auth, input and output validation, the handler,
- * server/procedure-call.ts), adding what the contract needs around it: 405 with Allow, strict JSON
+ * calls it directly (the procedure's chain: auth, input and output validation, the handler;
+ * routers/trpc-internals.ts procedureCall), adding what the contract needs around it: 405 with Allow, strict JSON
  * bodies (413/415/400, read by body-parser as before), the status each answer declares, and the
  * envelope for errors. The OpenAPI document is generated from the same procedures' meta
  * (server/openapi.ts).

@@ -1,19 +1,18 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
-  type AnyProcedure,
   type AnyRouter,
   getErrorShape,
   getTRPCErrorFromUnknown,
   TRPCError,
   transformTRPCResponse,
-} from '@trpc/server/unstable-core-do-not-import';
+} from '@trpc/server';
 import { deliveredFor, errorMeta } from '../routers/answer.js';
 import { errorAnswer } from '../routers/error-answer.js';
+import { procedureCall, proceduresOf, rootConfigOf } from '../routers/trpc-internals.js';
 import { frontRequestSetup } from './access-log.js';
 import type { AppServices } from './app-services.js';
 import { clientGone, contextFor } from './context-for.js';
 import { localsOf } from './locals.js';
-import { procedureCall } from './procedure-call.js';
 import { isJson } from './rest.js';
 
 const PREFIX = '/trpc/';
@@ -24,8 +23,8 @@ const PREFIX = '/trpc/';
  * answer they give: the same status, headers and body bytes. Everything else on /trpc (queries,
  * batches, any query string, other media types, unknown procedures, other methods) goes on to them.
  *
- * What it keeps of tRPC is the protocol's own code: the procedure's chain (server/procedure-call.ts,
- * as the REST front calls it), `getErrorShape` with the router's error formatter, and
+ * What it keeps of tRPC is the protocol's own code: the procedure's chain (routers/trpc-internals.ts
+ * procedureCall, as the REST front calls it), `getErrorShape` with the router's error formatter, and
  * `transformTRPCResponse`, as tRPC's `resolveResponse` uses them for such a request; and the same
  * `responseMeta` and `onError` as the adapter's options in server/app.ts. The input is read when the
  * chain asks for it, as tRPC reads it (after authentication), with the same errors: a body over
@@ -40,14 +39,13 @@ const PREFIX = '/trpc/';
  * Returns false, having touched nothing, when the request is not one it answers.
  */
 export function createTrpcFront(router: AnyRouter, services: AppServices) {
-  const config = router._def._config;
+  const config = rootConfigOf(router);
   const limit = services.config.MAX_BODY_BYTES;
   const setUp = frontRequestSetup(services.logger, services.metrics);
   const { logger } = services;
   const mutations = new Map<string, ReturnType<typeof procedureCall>>();
-  const procedures: Record<string, AnyProcedure> = router._def.procedures;
-  for (const [path, procedure] of Object.entries(procedures)) {
-    if (procedure._def.type === 'mutation') mutations.set(path, procedureCall(procedure));
+  for (const { path, type } of proceduresOf(router)) {
+    if (type === 'mutation') mutations.set(path, procedureCall(router, path));
   }
 
   const answer = async (req: IncomingMessage, res: ServerResponse, path: string) => {

@@ -1,5 +1,5 @@
-import type { Transaction, WhereOptions } from 'sequelize';
-import { rethrowUnique, uniqueAsConflict } from '../../core/db-errors.js';
+import type { WhereOptions } from 'sequelize';
+import { uniqueAsConflict } from '../../core/db-errors.js';
 import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
 import { type Allocated, onlyRow } from '../../core/sql.js';
@@ -37,18 +37,6 @@ const newOrder = (auth: Identity, input: CreateOrderInput): NewOrder => ({
 });
 
 const UNIQUE = { orders_tenant_merchant_order_no_key: 'merchantOrderNo' };
-
-export async function createOrder(
-  auth: Identity,
-  input: CreateOrderInput,
-  tx?: Transaction,
-): Promise<OrderDto> {
-  try {
-    return toOrderDto(await Order.insertRow(newOrder(auth, input), tx));
-  } catch (err) {
-    rethrowUnique(err, UNIQUE);
-  }
-}
 
 /** The same create as one statement, for a keyed request (sent with the claim). */
 export async function createOrderStatement(

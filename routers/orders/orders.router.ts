@@ -1,7 +1,7 @@
 import { ok } from '../../core/envelope.js';
 import { idempotentMutation } from '../idempotent-mutation.js';
 import { authedProcedure, router } from '../trpc.js';
-import { createOrder, createOrderStatement, getOrder, listOrders, orderLocation } from './orders.handlers.js';
+import { createOrderStatement, getOrder, listOrders, orderLocation } from './orders.handlers.js';
 import {
   createOrderInput,
   getOrderInput,
@@ -20,7 +20,6 @@ export const ordersRouter = router({
     nonBusiness: ['traceId'],
     input: createOrderInput,
     output: orderEnvelope,
-    run: ({ ctx, input, tx }) => createOrder(ctx.auth, input, tx),
     statement: ({ ctx, input, allocated }) => createOrderStatement(ctx.auth, input, allocated),
     allocatesIdFrom: 'orders_id_seq',
   }),

@@ -46,7 +46,6 @@ export const usersRouter = router({
     success: { status: 201, location: users.userLocation },
     input: createUserInput,
     output: userEnvelope,
-    run: ({ ctx, input, tx }) => users.createUser(ctx.auth, input, tx),
     runAlone: ({ ctx, input, check }) =>
       check ? users.createUserChecked(ctx.auth, input, check) : users.createUser(ctx.auth, input),
     statement: ({ ctx, input, allocated }) =>

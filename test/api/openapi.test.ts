@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { appRouter } from '../../routers/index.js';
+import { metaByProcedure } from '../../routers/meta.js';
 import { ALIASES } from '../../server/rest-routes.js';
 import { http } from '../support/http.js';
 import { sharedServer } from '../support/server.js';
@@ -18,11 +19,6 @@ interface Schema {
 }
 type Doc = { openapi: string; paths: Record<string, Record<string, Operation>> };
 
-interface ProcedureMeta {
-  successStatus?: number;
-  openapi?: { method: string; path: string; protect?: boolean };
-}
-
 /** Every procedure's REST route, read from the router itself (so later resources are checked too). */
 function routesOfRouter(): Array<{
   name: string;
@@ -31,15 +27,18 @@ function routesOfRouter(): Array<{
   success: number;
   protect: boolean;
 }> {
-  const procedures = appRouter._def.procedures as unknown as Record<
-    string,
-    { _def: { meta?: ProcedureMeta } }
-  >;
-  return Object.entries(procedures).flatMap(([name, proc]) => {
-    const meta = proc._def.meta;
-    if (!meta?.openapi) return [];
-    const { method, path, protect = true } = meta.openapi;
-    return [{ name, method: method.toLowerCase(), path, success: meta.successStatus ?? 200, protect }];
+  return [...metaByProcedure(appRouter)].flatMap(([name, meta]) => {
+    if (!meta.openapi) return [];
+    const { method, path, protect } = meta.openapi;
+    return [
+      {
+        name,
+        method: method.toLowerCase(),
+        path,
+        success: meta.successStatus ?? 200,
+        protect: protect !== false,
+      },
+    ];
   });
 }
 
