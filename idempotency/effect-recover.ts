@@ -1,6 +1,6 @@
 import { QueryTypes } from 'sequelize';
 import type { AnyEffect, EffectDeps, EffectRow } from './effect.js';
-import { stepBoundary } from './effect.js';
+import { registeredEffects, stepBoundary } from './effect.js';
 import { rowOfRecord } from './effect-run.js';
 import { finaliseEffect, settleEffect } from './effect-settle.js';
 
@@ -37,6 +37,20 @@ export async function sweepExpired(
       onError(record.scopeKey, err);
     }
   }
+  return taken;
+}
+
+/**
+ * One round of the recoverer over every registered effect. `deps` serves them all (each effect's
+ * steps read what they need of it: payments and refunds the gateway). Returns how many it took over.
+ */
+export async function sweepRegistered(
+  deps: EffectDeps,
+  batch = 20,
+  onError: (scopeKey: string, err: unknown) => void = () => {},
+): Promise<number> {
+  let taken = 0;
+  for (const effect of registeredEffects()) taken += await sweepExpired(effect, deps, batch, onError);
   return taken;
 }
 

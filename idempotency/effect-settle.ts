@@ -60,6 +60,18 @@ export async function settleEffect<Row extends EffectRow>(
   row: Row,
   first: 'perform' | 'query' | 'resume',
 ): Promise<Settlement> {
+  const settlement = await settle(effect, deps, lease, row, first);
+  deps.onSettled?.(effect.name, settlement.kind);
+  return settlement;
+}
+
+async function settle<Row extends EffectRow>(
+  effect: AnyEffect,
+  deps: EffectDeps,
+  lease: Lease,
+  row: Row,
+  first: 'perform' | 'query' | 'resume',
+): Promise<Settlement> {
   if (first !== 'perform') {
     const found = await effect.query(deps, row);
     if (found.kind === 'done') return finaliseEffect(effect, deps, lease, row, found.result);

@@ -16,6 +16,8 @@ import type { Reply } from './outcome.js';
 export interface EffectDeps {
   sequelize: Sequelize;
   engine: IdempotencyEngine;
+  /** Counts how each attempt of an effect ended (final, pending, not_done, fenced): a metric in server/. */
+  onSettled?: (effect: string, settlement: 'final' | 'pending' | 'not_done' | 'fenced') => void;
 }
 
 /**
