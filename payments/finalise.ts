@@ -1,4 +1,3 @@
-import { failpoint } from '../core/failpoints.js';
 import { sqlRows } from '../core/sql.js';
 import type { Charge } from '../gateway/types.js';
 import type { Lease } from '../idempotency/lease.js';
@@ -7,11 +6,9 @@ import type { Payment } from '../models/payment.js';
 import type { PaymentDeps } from './payment-deps.js';
 import { paymentReply } from './payment-reply.js';
 
-export type Finalised = { kind: 'final'; reply: Reply } | { kind: 'fenced' };
-
 /**
  * Tx 2: payment, order and record move together to the charge's outcome, only while the lease is
- * ours. One statement (atomic by itself, so no transaction and one round trip), `idem_finish_payment`
+ * ours (the mechanism's Tx 2: idempotency/effect-settle.ts). One statement (atomic by itself, so no transaction and one round trip), `idem_finish_payment`
  * (migration 20261124000002): the record's conditional update on our owner token decides, and the
  * slot's, the payment's and the order's updates happen only if it did. Fenced off: someone took over
  * after our lease ended; they own the outcome now and nothing is written.
@@ -21,9 +18,8 @@ export async function finalisePayment(
   lease: Lease,
   payment: Payment,
   charge: Charge,
-): Promise<Finalised> {
+): Promise<Reply | undefined> {
   const succeeded = charge.status === 'SUCCEEDED';
-  await failpoint('payment.tx2.before');
   // The row as Tx 2 writes it, so that the stored answer is built from exactly what is written.
   payment.set(
     {
@@ -53,9 +49,8 @@ export async function finalisePayment(
       succeeded,
     ],
   );
-  const finalised: Finalised = Number(rows[0]?.n) === 1 ? { kind: 'final', reply } : { kind: 'fenced' };
-  await failpoint('payment.tx2.after');
+  if (Number(rows[0]?.n) === 1) return reply;
   // Fenced: the instance holds what Tx 2 would have written; read back what the database has.
-  if (finalised.kind === 'fenced') await payment.reload();
-  return finalised;
+  await payment.reload();
+  return undefined;
 }

@@ -1,16 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { InferAttributes } from 'sequelize';
-import { Conflict, type DomainError, Forbidden, NotFound, ValidationError } from '../core/errors.js';
+import { Conflict, Forbidden, NotFound, ValidationError } from '../core/errors.js';
 import type { Identity } from '../core/identity.js';
 import { sqlLiteral } from '../core/sql.js';
+import type { Prepared } from '../idempotency/effect.js';
 import { Payment } from '../models/payment.js';
 import type { CreatePaymentInput } from './payment.schema.js';
-
-export type Preparation =
-  /** A new payment, not yet written: its row goes with Tx 1's last round trip (Payment.insertStatement). */
-  | { kind: 'new'; payment: Payment }
-  | { kind: 'existing'; payment: Payment }
-  | { kind: 'refused'; error: DomainError };
 
 /**
  * The order of the merchantOrderNo and the payment it already has, if any: one read
@@ -42,7 +37,7 @@ export function preparePayment(
   row: LookupRow | undefined,
   auth: Identity,
   input: CreatePaymentInput,
-): Preparation {
+): Prepared<Payment> {
   if (!row) return { kind: 'refused', error: new NotFound('No order with this merchantOrderNo') };
   if (auth.role !== 'admin' && String(row.orderUserId) !== auth.userId) {
     return { kind: 'refused', error: new Forbidden('Not your order') };
@@ -61,7 +56,7 @@ export function preparePayment(
       raw: true,
     });
     if (String(existing.amount) === input.amount && existing.currency === input.currency) {
-      return { kind: 'existing', payment: existing };
+      return { kind: 'existing', row: existing };
     }
     const message = 'merchantOrderNo already has a payment with another amount or currency';
     return { kind: 'refused', error: new Conflict('business_key_reused', message) };
@@ -95,5 +90,6 @@ export function preparePayment(
     // raw: timestamps are Sequelize's read-only attributes, which a plain set() would skip.
     { isNewRecord: false, raw: true },
   );
-  return { kind: 'new', payment };
+  // Not yet written: its row goes with Tx 1's last round trip.
+  return { kind: 'new', row: payment, insert: Payment.insertStatement(payment) };
 }

@@ -2,15 +2,14 @@
 // service: a payment with an idempotency record is finished only after a takeover of an ended lease
 // (so a live executor is never overwritten), and money only moves through idempotent refunds.
 import type { Logger } from 'pino';
-import { QueryTypes, type Sequelize } from 'sequelize';
+import type { Sequelize } from 'sequelize';
 import type { Charge, GatewayClient } from '../gateway/types.js';
+import { openRecords, settleByQuery } from '../idempotency/effect-recover.js';
 import type { IdempotencyEngine } from '../idempotency/engine.js';
 import { Order } from '../models/order.js';
 import { Payment } from '../models/payment.js';
-import { finalisePayment } from './finalise.js';
 import type { PaymentDeps } from './payment-deps.js';
-import { queryCharge } from './query.js';
-import { takeOverPayment } from './take-over.js';
+import { paymentEffect } from './payment-effect.js';
 
 /** reported: left as found; repaired: fixed now; in-flight: a live executor owns it (transient);
  * failed: a repair was attempted and did not complete (the next run tries again); waiting: a
@@ -30,31 +29,14 @@ export interface RepairDeps {
   logger?: Logger;
 }
 
-interface OpenRecord {
-  scopeKey: string;
-  ownerToken: string | null;
-  status: 'PROCESSING' | 'FAILED_RETRYABLE';
-  live: boolean;
-}
-
 const IN_FLIGHT: RepairResult = {
   outcome: 'in-flight',
   note: 'in-flight, skipped: an executor holds a live lease',
 };
 
-/** Records that may still finish this payment (any operation: resource ids of payments are unique). */
-function openRecords(sequelize: Sequelize, paymentId: string): Promise<OpenRecord[]> {
-  return sequelize.query<OpenRecord>(
-    `SELECT scope_key AS "scopeKey", owner_token AS "ownerToken", status,
-            (status = 'PROCESSING' AND lease_until >= now()) AS live
-     FROM idempotency_records WHERE resource_id = $1 AND status IN ('PROCESSING', 'FAILED_RETRYABLE')`,
-    { bind: [paymentId], type: QueryTypes.SELECT },
-  );
-}
-
 /** True while an executor holds a live lease on the payment: reconcile then leaves it alone. */
 export async function underLiveLease(sequelize: Sequelize, paymentId: string): Promise<boolean> {
-  return (await openRecords(sequelize, paymentId)).some((r) => r.live);
+  return (await openRecords({ sequelize }, paymentId)).some((r) => r.live);
 }
 
 /** PROCESSING locally, charged at the gateway: finish it as the service would have. */
@@ -64,7 +46,7 @@ export async function finaliseCharged(
   charge: Charge,
   repair: boolean,
 ): Promise<RepairResult> {
-  const records = await openRecords(deps.sequelize, payment.id);
+  const records = await openRecords(deps, payment.id);
   // Checked in report-only runs too: a payment being charged right now is not a mismatch.
   if (records.some((r) => r.live)) return IN_FLIGHT;
   if (records.length === 0) {
@@ -85,34 +67,22 @@ export async function finaliseCharged(
 }
 
 /**
- * Finishes the payment through its open records, with the service's own steps: take over (one
- * winner), ask the gateway, finalise under the lease. Reconcile never charges: a query that settles
- * nothing gives the record back in the state it had, for the service to finish.
+ * Finishes the payment through its open records, with the service's own steps (take over: one
+ * winner; ask the gateway; finalise under the lease: idempotency/effect-recover.ts). Never charges.
  */
 async function finaliseRecords(
   deps: PaymentDeps,
   payment: Payment,
-  records: OpenRecord[],
+  records: Awaited<ReturnType<typeof openRecords>>,
 ): Promise<RepairResult> {
-  let result: RepairResult = IN_FLIGHT;
-  for (const record of records) {
-    // One winner among the recoverer, client retries and this run; losing means someone else finishes.
-    const lease = await takeOverPayment(deps, record.scopeKey, record.ownerToken);
-    if (!lease) return { outcome: 'in-flight', note: 'in-flight, skipped: another executor took it over' };
-    const found = await queryCharge(deps, payment);
-    if (found.kind === 'found') {
-      const finalised = await finalisePayment(deps, lease, payment, found.charge);
-      if (finalised.kind === 'fenced') return IN_FLIGHT;
-      result = { outcome: 'repaired', note: `finalised as ${payment.status} through a lease takeover` };
-      continue;
-    }
-    if (record.status === 'FAILED_RETRYABLE') await deps.engine.leases.markRetryable(lease);
-    else await deps.engine.leases.release(lease);
-    const why =
-      found.kind === 'unavailable' ? 'the gateway query was unavailable' : 'the query found no charge';
-    return { outcome: 'failed', note: `not finalised: ${why}` };
-  }
-  return result;
+  const settled = await settleByQuery(paymentEffect, deps, payment, records);
+  if (settled === 'finalised')
+    return { outcome: 'repaired', note: `finalised as ${payment.status} through a lease takeover` };
+  if (settled === 'taken')
+    return { outcome: 'in-flight', note: 'in-flight, skipped: another executor took it over' };
+  if (settled === 'fenced') return IN_FLIGHT;
+  const why = settled === 'unknown' ? 'the gateway query was unavailable' : 'the query found no charge';
+  return { outcome: 'failed', note: `not finalised: ${why}` };
 }
 
 /**

@@ -1,5 +1,6 @@
 import { ok } from '../../core/envelope.js';
-import { createPayment } from '../../payments/create-payment.js';
+import { runEffect } from '../../idempotency/effect-run.js';
+import { paymentEffect } from '../../payments/payment-effect.js';
 import { paymentCreated } from '../../payments/payment-reply.js';
 import { idempotentMutation } from '../idempotent-mutation.js';
 import { authedProcedure, router } from '../trpc.js';
@@ -24,7 +25,14 @@ export const paymentsRouter = router({
     input: createPaymentInput,
     output: paymentEnvelope,
     execute: ({ ctx, input, request, failureReply }) =>
-      createPayment(ctx.services.payments, ctx.auth, request, input, failureReply, ctx.signal),
+      runEffect(
+        paymentEffect,
+        ctx.services.payments,
+        request,
+        { auth: ctx.auth, input },
+        failureReply,
+        ctx.signal,
+      ),
   }),
 
   get: authedProcedure

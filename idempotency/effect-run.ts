@@ -1,0 +1,170 @@
+import { ServiceUnavailable } from '../core/errors.js';
+import type { Effect, EffectDeps, EffectRow } from './effect.js';
+import { stepBoundary } from './effect.js';
+import { claimEffect, type FailureReply } from './effect-claim.js';
+import { markNotDone, resumeEffect } from './effect-resume.js';
+import { type Settlement, settleEffect } from './effect-settle.js';
+import { type Cancellation, type IdempotentRequest, sameRequest } from './engine.js';
+import type { Lease } from './lease.js';
+import type { Outcome, Reply } from './outcome.js';
+import type { StoredRecord } from './record-store.js';
+
+/**
+ * One request for an effect (Mode B): the effect cannot be rolled back, so the flow is a state
+ * machine of steps, each its own transaction or call (CONTRACT sections 3 and 5, DESIGN "Mode B"):
+ * claim (Tx 1: record + resource row, or what was there instead) → perform, outside any transaction
+ * → finalise (Tx 2, fenced on the owner token). A key whose attempt was abandoned is taken over, or
+ * resumed when it certainly did nothing (by any request for its business key, with its own key or a
+ * new one: CONTRACT section 3), and then settled query first.
+ */
+export async function runEffect<D extends EffectDeps, In, Row extends EffectRow, R>(
+  effect: Effect<D, In, Row, R>,
+  deps: D,
+  request: IdempotentRequest,
+  input: In,
+  failureReply: FailureReply,
+  signal?: Cancellation,
+): Promise<Outcome> {
+  // A stored answer that cannot be read is rebuilt from the resource row (CONTRACT section 5).
+  const req: IdempotentRequest = { ...request, rebuild: (id) => rebuildAnswer(effect, id) };
+  const run = { effect, deps, req, signal };
+  // Each pass ends in an answer, or looks again after losing a race (bounded: answers 202 after 4).
+  for (let pass = 0; pass < 4; pass++) {
+    const claim = await claimEffect<Row, In>(effect, deps, req, input, failureReply);
+    switch (claim.kind) {
+      case 'claimed': {
+        await stepBoundary(effect, 'tx1.after-commit');
+        const settlement = await settleEffect(effect, deps, claim.lease, claim.row, 'perform');
+        return answer(run, 'executed', claim.lease, claim.row, settlement);
+      }
+      case 'resumed': {
+        // Answered as a first execution would be (CONTRACT section 3); the downstream is asked first.
+        const settlement = await settleEffect(effect, deps, claim.lease, claim.row, 'resume');
+        return answer(run, 'executed', claim.lease, claim.row, settlement);
+      }
+      case 'refused':
+        return { kind: 'failed_final', error: claim.error };
+      case 'existing':
+        // A new key for a business key that already has this resource: its answer, nothing performed.
+        return replayed(claim.reply);
+      case 'existing_in_flight':
+        return deps.engine.inFlight(req, claim.row.id);
+      case 'key_in_flight':
+        return deps.engine.inFlight(req, null);
+      case 'limited':
+        return deps.engine.limited(claim.cap);
+      case 'found': {
+        const continued = await continueAttempt(run, claim.record);
+        if (continued) return continued;
+        break; // another executor won the takeover: look again
+      }
+      case 'again':
+        break;
+    }
+  }
+  return deps.engine.inFlight(req, null);
+}
+
+interface Run<D extends EffectDeps, In, Row extends EffectRow, R> {
+  effect: Effect<D, In, Row, R>;
+  deps: D;
+  req: IdempotentRequest;
+  signal?: Cancellation;
+}
+
+/**
+ * A record of this key is there. The same request whose attempt was abandoned continues it: resumed
+ * when it certainly did nothing (FAILED_RETRYABLE), taken over when its lease ended. Anything else is
+ * answered as a duplicate (replay, 202, or 409 for another request). undefined: lost the takeover.
+ */
+async function continueAttempt<D extends EffectDeps, In, Row extends EffectRow, R>(
+  run: Run<D, In, Row, R>,
+  record: StoredRecord,
+): Promise<Outcome | undefined> {
+  const { effect, deps, req, signal } = run;
+  const { resourceId } = record;
+  if (!sameRequest(req, record) || !resourceId) return deps.engine.answerDuplicate(req, record, signal);
+  let lease: Lease | undefined;
+  let first: 'query' | 'resume' = 'query';
+  if (record.status === 'FAILED_RETRYABLE') {
+    const resumption = await resumeEffect(deps, effect, req, resourceId);
+    if (resumption.kind === 'limited') return deps.engine.limited('in-flight');
+    if (resumption.kind === 'final') return replayed(resumption.reply);
+    if (resumption.kind === 'in_flight') return deps.engine.inFlight(req, resourceId);
+    if (resumption.kind === 'moved') return undefined;
+    lease = resumption.lease;
+    first = 'resume';
+    await stepBoundary(effect, 'resume');
+  } else if (record.status === 'PROCESSING' && record.leaseExpired) {
+    // One winner among requests, recoverers and reconcile runs: the update names the previous owner.
+    lease = await deps.engine.leases.takeOver(req.scopeKey, record.ownerToken);
+    if (lease) await stepBoundary(effect, 'takeover');
+  } else return deps.engine.answerDuplicate(req, record, signal);
+  if (!lease) return undefined;
+  const row = await rowOfRecord(effect, resourceId);
+  const settlement = await settleEffect(effect, deps, lease, row, first);
+  return answer(run, 'lease_takeover', lease, row, settlement);
+}
+
+/** What the client is told once the downstream part has run. */
+async function answer<D extends EffectDeps, In, Row extends EffectRow, R>(
+  run: Run<D, In, Row, R>,
+  kind: 'executed' | 'lease_takeover',
+  lease: Lease,
+  row: Row,
+  settlement: Settlement,
+): Promise<Outcome> {
+  const { effect, deps, req } = run;
+  switch (settlement.kind) {
+    case 'final':
+      return { kind, reply: settlement.reply };
+    case 'not_done': {
+      // Fenced off meanwhile: whoever took over owns the outcome, answer from the record.
+      if (!(await markNotDone(deps, effect, lease, row.id))) return answerFromRecord(run, row.id);
+      const message = `${effect.downstream} unavailable; retry with the same Idempotency-Key`;
+      const error = new ServiceUnavailable(message, 1);
+      return { kind: 'failed_retryable', error };
+    }
+    case 'fenced':
+      return answerFromRecord(run, row.id);
+    case 'pending':
+      return deps.engine.inFlight(req, row.id, settlement.retryAfterMs);
+  }
+}
+
+/** Whoever fenced us off owns the outcome: answer from the record as it stands. */
+async function answerFromRecord<D extends EffectDeps, In, Row extends EffectRow, R>(
+  run: Run<D, In, Row, R>,
+  id: string,
+): Promise<Outcome> {
+  const { deps, req, signal } = run;
+  const current = await deps.engine.current(req.scopeKey);
+  return current ? deps.engine.answerDuplicate(req, current, signal) : deps.engine.inFlight(req, id);
+}
+
+/** The resource a record points at (its resource id). */
+export async function rowOfRecord<Row extends EffectRow>(
+  effect: { read(id: string): Promise<Row | undefined>; name: string },
+  id: string,
+): Promise<Row> {
+  const row = await effect.read(id);
+  if (!row) throw new Error(`resource ${id} of an idempotency record of ${effect.name} is missing`);
+  return row;
+}
+
+/** The answer of a resource as its row tells it: final → its answer; still PROCESSING → none (202). */
+async function rebuildAnswer<Row extends EffectRow>(
+  effect: { read(id: string): Promise<Row | undefined>; answer(row: Row): Reply },
+  id: string,
+): Promise<Reply | undefined> {
+  const row = await effect.read(id);
+  return row && row.status !== 'PROCESSING' ? effect.answer(row) : undefined;
+}
+
+/** An answer given before, to this key or another: marked as a replay. */
+function replayed(reply: Reply): Outcome {
+  return {
+    kind: 'replayed',
+    reply: { ...reply, headers: { ...reply.headers, 'Idempotent-Replayed': 'true' } },
+  };
+}
