@@ -1,4 +1,4 @@
-import { type JetStreamManager, JSONCodec, type NatsConnection, type NatsError, connect } from 'nats';
+import { type JetStreamManager, JSONCodec, type NatsConnection, type NatsError, type StreamInfo, connect } from 'nats';
 import type { OutgoingEvent } from './webhook-sender.js';
 
 export type NatsBusOptions = {
@@ -13,6 +13,8 @@ export type NatsBusOptions = {
    * created here): a publisher that crashed between publish and mark must re-publish within it.
    */
   duplicateWindowMs?: number;
+  /** The stream's max_age when created here (EVENT_RETENTION_DAYS); unset: kept until removed. */
+  maxAgeMs?: number;
   /** How long publish() waits for the PubAck. */
   ackTimeoutMs?: number;
   connectTimeoutMs?: number;
@@ -21,6 +23,7 @@ export type NatsBusOptions = {
 export type PublishResult = { stream: string; seq: number; duplicate: boolean };
 
 const STREAM_NOT_FOUND = 10059;
+const NANOS_PER_MS = 1_000_000;
 const codec = JSONCodec<OutgoingEvent>();
 // A subject token: a dot, a wildcard or white space in a tenant id would publish elsewhere.
 const TOKEN = /^[A-Za-z0-9_-]+$/;
@@ -43,7 +46,13 @@ export class NatsBus {
       name: 'events-publisher',
     });
     try {
-      await ensureStream(await connection.jetstreamManager(), stream, prefix, options.duplicateWindowMs ?? 120_000);
+      const maxAge = options.maxAgeMs ?? 0;
+      // JetStream refuses a duplicate window longer than the stream's max age.
+      const window = Math.min(options.duplicateWindowMs ?? 120_000, maxAge || Number.POSITIVE_INFINITY);
+      await ensureStream(await connection.jetstreamManager(), stream, prefix, {
+        duplicate_window: window * NANOS_PER_MS,
+        max_age: maxAge * NANOS_PER_MS,
+      });
     } catch (err) {
       await connection.close();
       throw err;
@@ -79,17 +88,30 @@ export class NatsBus {
 }
 
 /** Creates the stream when missing; an existing one is kept as configured, if it holds our subjects. */
-async function ensureStream(manager: JetStreamManager, name: string, prefix: string, windowMs: number) {
+async function ensureStream(
+  manager: JetStreamManager,
+  name: string,
+  prefix: string,
+  limits: { duplicate_window: number; max_age: number },
+) {
   const subject = `${prefix}.>`;
-  const existing = await manager.streams.info(name).catch((err: NatsError) => {
-    if (err.api_error?.err_code === STREAM_NOT_FOUND) return null;
-    throw err;
-  });
-  if (existing) {
-    if (!existing.config.subjects?.includes(subject))
+  const existing = () =>
+    manager.streams.info(name).catch((err: NatsError) => {
+      if (err.api_error?.err_code === STREAM_NOT_FOUND) return null;
+      throw err;
+    });
+  const check = (info: StreamInfo) => {
+    if (!info.config.subjects?.includes(subject))
       throw new Error(`the NATS stream ${name} exists without the subjects ${subject}; add them or remove the stream`);
-    return;
+  };
+  const found = await existing();
+  if (found) return check(found);
+  try {
+    await manager.streams.add({ name, subjects: [subject], ...limits });
+  } catch (err) {
+    // Another instance created it between our info and add (with other limits: "already in use").
+    const raced = await existing();
+    if (!raced) throw err;
+    check(raced);
   }
-  // Two instances starting together both create it: an identical config is accepted twice.
-  await manager.streams.add({ name, subjects: [subject], duplicate_window: windowMs * 1_000_000 });
 }

@@ -22,7 +22,7 @@ describe('NATS JetStream publisher (CONTRACT section 12)', () => {
   let manager: JetStreamManager;
   const buses: NatsBus[] = [];
   const open = async () => {
-    const bus = await NatsBus.connect({ servers, stream, subjectPrefix });
+    const bus = await NatsBus.connect({ servers, stream, subjectPrefix, maxAgeMs: 3_600_000 });
     buses.push(bus);
     return bus;
   };
@@ -53,6 +53,8 @@ describe('NATS JetStream publisher (CONTRACT section 12)', () => {
     await open();
     const created = await manager.streams.info(stream);
     expect(created.config.subjects).to.deep.equal([`${subjectPrefix}.>`]);
+    expect(created.config.max_age).to.equal(3_600_000 * 1_000_000);
+    expect(created.config.duplicate_window).to.equal(120_000 * 1_000_000);
     await open();
     expect((await manager.streams.info(stream)).created).to.equal(created.created);
   });
@@ -91,6 +93,19 @@ describe('NATS JetStream publisher (CONTRACT section 12)', () => {
     expect(stored.subject).to.equal(`${subjectPrefix}.${tenant}.payment.succeeded`);
     expect(stored.header.get('Nats-Msg-Id')).to.equal(sent.id);
     expect(stored.json()).to.deep.equal(sent);
+  });
+
+  it('when a stream of that name holds other subjects, then connect refuses with a clear reason', async () => {
+    const other = `${stream}_OTHER`;
+    await manager.streams.add({ name: other, subjects: [`${subjectPrefix}_other.>`] });
+    try {
+      await NatsBus.connect({ servers, stream: other, subjectPrefix: `${subjectPrefix}_mine` }).then(
+        () => expect.fail('connected'),
+        (err: Error) => expect(err.message).to.match(/exists without the subjects/),
+      );
+    } finally {
+      await manager.streams.delete(other);
+    }
   });
 
   it('a tenant id that is not one subject token is refused before publishing', async () => {
