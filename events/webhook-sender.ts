@@ -70,7 +70,13 @@ export async function deliverOnce(
   }
   const body = JSON.stringify(event);
   const timestamp = options.now?.() ?? new Date();
-  const signature = new Webhook(endpoint.secret).sign(event.id, timestamp, body);
+  let signature: string;
+  try {
+    signature = new Webhook(endpoint.secret).sign(event.id, timestamp, body);
+  } catch {
+    // The library's message could quote the secret; ours names only the problem.
+    return { ok: false, statusCode: null, error: 'the endpoint secret is not a whsec_ base64 secret' };
+  }
   const outcome = await post(url, pinned, body, options.timeoutMs, {
     'content-type': 'application/json',
     'webhook-id': event.id,

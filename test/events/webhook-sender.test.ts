@@ -195,6 +195,20 @@ describe('webhook sender (CONTRACT section 12)', () => {
     expect(receiver.received).to.have.length(0);
   });
 
+  it('when the stored secret is malformed, then it fails without a request and without the secret in the error', async () => {
+    const broken = 'whsec_%%%not-base64%%%';
+    const result = await deliverOnce({ url: receiver.url(), secret: broken }, event(), {
+      timeoutMs: 5000,
+      policy: outsideProduction,
+    });
+    expect(result).to.deep.equal({
+      ok: false,
+      statusCode: null,
+      error: 'the endpoint secret is not a whsec_ base64 secret',
+    });
+    expect(receiver.received).to.have.length(0);
+  });
+
   it('newWebhookSecret gives whsec_ and 32 random bytes in base64, different each time', () => {
     const a = newWebhookSecret();
     expect(a).to.match(/^whsec_[A-Za-z0-9+/]+=*$/);
