@@ -1,9 +1,11 @@
 // The dependency rule of docs/ARCHITECTURE.md, checked by `npm run depcheck` (and in CI).
 // Production folders form one order, and imports only point down it:
 //   core < models < idempotency < gateway < payments < routers < server
+// events/ (the webhook sender and the NATS publisher) sits beside that order: it imports core/ only,
+// and only routers/ and server/ (and the outbox worker above models) may import it.
 // Each layer's rule forbids every folder above it, so a cycle between folders cannot be written.
 const LAYERS = ['core', 'models', 'idempotency', 'gateway', 'payments', 'routers', 'server'];
-const PRODUCTION = `^(${LAYERS.join('|')})/`;
+const PRODUCTION = `^(${[...LAYERS, 'events'].join('|')})/`;
 
 const above = (layer) => LAYERS.slice(LAYERS.indexOf(layer) + 1);
 
@@ -34,6 +36,20 @@ module.exports = {
     },
     ...layerRules,
     {
+      name: 'events-imports-core-only',
+      severity: 'error',
+      comment: 'The delivery ends of events (webhook sender, NATS publisher) know nothing of tables, the engine or transport',
+      from: { path: '^events/' },
+      to: { path: '^(models|idempotency|gateway|payments|routers|server)/' },
+    },
+    {
+      name: 'only-the-top-imports-events',
+      severity: 'error',
+      comment: 'events/ is above core/models: the layers below the outbox worker never deliver events themselves',
+      from: { path: '^(core|models|gateway)/' },
+      to: { path: '^events/' },
+    },
+    {
       name: 'gateway-imports-core-only',
       severity: 'error',
       comment: 'The payment gateway client and simulator know nothing of tables or the engine',
@@ -59,14 +75,14 @@ module.exports = {
       severity: 'error',
       comment: 'The shipped client knows the service by its types only (AppRouter, the OpenAPI paths)',
       from: { path: '^client/' },
-      to: { path: '^(core|models|idempotency|gateway|payments|server|test|bench|scripts)/', dependencyTypesNot: ['type-only'] },
+      to: { path: '^(core|models|idempotency|gateway|payments|events|server|test|bench|scripts)/', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'deploy-stands-alone',
       severity: 'error',
       comment: 'deploy/ starts processes (the cluster, instances, nginx) by command line; it imports no service code',
       from: { path: '^deploy/' },
-      to: { path: '^(core|models|idempotency|gateway|payments|routers|server|client|test|bench|scripts)/' },
+      to: { path: '^(core|models|idempotency|gateway|payments|events|routers|server|client|test|bench|scripts)/' },
     },
     {
       name: 'production-never-imports-deploy',

@@ -76,6 +76,20 @@ const schema = z.object({
   DB_POOL_MAX: int(10, 1, 200),
   // How long start-up waits for a writable database (a failover in progress) before giving up.
   DB_STARTUP_TIMEOUT_MS: int(60000, 0, 3600000),
+  // Section 12: one webhook attempt's time-out, and attempts before a delivery is FAILED.
+  WEBHOOK_TIMEOUT_MS: int(5000, 100, 60000),
+  WEBHOOK_MAX_ATTEMPTS: int(12, 1, 100),
+  // With NODE_ENV=production, endpoints on private networks are refused (SSRF) unless this is 1.
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: z.enum(['0', '1']).default('0'),
+  // Unset: no bus. One URL or a comma-separated list of servers (the client fails over between them).
+  NATS_URL: z
+    .string()
+    .regex(
+      /^(nats|tls):\/\/[^\s,]+(,(nats|tls):\/\/[^\s,]+)*$/,
+      'must be nats:// or tls:// URLs, comma-separated',
+    )
+    .optional(),
+  EVENT_RETENTION_DAYS: int(30, 1, 3650),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Test-only fault injection (core/failpoints.ts); refused with NODE_ENV=production.
   FAILPOINTS: z.string().optional(),
