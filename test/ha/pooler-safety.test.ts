@@ -7,7 +7,7 @@ import { checkSessionBounds, createSequelize } from '../../core/database.js';
 import { scratchDatabase } from '../chaos/scratch-database.js';
 import { startGatewaySlot } from '../support/gateway-slot.js';
 import { type HttpResult, http } from '../support/http.js';
-import { type Instance, startInstance } from '../support/processes.js';
+import { type Instance, spawnInstance, startInstance, untilReady } from '../support/processes.js';
 import { bearer, idempotencyKey, tokenFor, uniqueTenant } from '../support/tokens.js';
 import { PGBOUNCER, type PgBouncer, pgbouncerInstalled, startPgBouncer } from './pgbouncer.js';
 import { sessionStateFindings, startWireRecorder, type WireRecorder } from './wire-recorder.js';
@@ -144,20 +144,28 @@ describe('pooler safety on PostgreSQL directly: bounds proven at start, no sessi
     const db = await scratchDatabase(serverUrl(), `startwait_${process.pid}`);
     const name = new URL(db.url).pathname.slice(1);
     await sql(serverUrl(), `ALTER DATABASE ${name} SET default_transaction_read_only = on`);
-    // As a promotion would: the database takes writes (new sessions get the new default, so the
-    // sessions already open are ended, as HAProxy ends them when the leader changes).
-    const writable = new Promise((resolve) => setTimeout(resolve, 3000)).then(async () => {
-      await sql(serverUrl(), `ALTER DATABASE ${name} SET default_transaction_read_only = off`);
-      await sql(
-        serverUrl(),
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`,
-      );
-    });
     try {
-      const instance = await startInstance({ DATABASE_URL: db.url, LOG_LEVEL: 'warn' });
+      const instance = await spawnInstance({ DATABASE_URL: db.url, LOG_LEVEL: 'warn' });
       try {
-        await writable;
-        expect(instance.output()).to.include('waiting for a writable database');
+        // The database turns writable only once the instance has said it waits (a fixed delay raced
+        // the instance's own start-up on a loaded machine: the flip came first, and nothing waited).
+        const deadline = Date.now() + 60000;
+        while (!instance.output().includes('waiting for a writable database')) {
+          if (Date.now() > deadline || instance.child.exitCode !== null) {
+            throw new Error(
+              `the instance never said it waits for a writable database:\n${instance.output()}`,
+            );
+          }
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        // As a promotion would: the database takes writes (new sessions get the new default, so the
+        // sessions already open are ended, as HAProxy ends them when the leader changes).
+        await sql(serverUrl(), `ALTER DATABASE ${name} SET default_transaction_read_only = off`);
+        await sql(
+          serverUrl(),
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`,
+        );
+        await untilReady(instance);
         const ready = await fetch(`${instance.url}/readyz`);
         expect(ready.status).to.equal(200);
       } finally {
@@ -165,7 +173,6 @@ describe('pooler safety on PostgreSQL directly: bounds proven at start, no sessi
         await instance.exited;
       }
     } finally {
-      await writable;
       await db.drop();
     }
   });

@@ -20,6 +20,11 @@ const live = new Set<Instance>();
 
 /** Starts one real service process (`node --import tsx server/main.ts`) on the test database. */
 export async function startInstance(env: Record<string, string> = {}): Promise<Instance> {
+  return untilReady(await spawnInstance(env));
+}
+
+/** Starts the process without waiting for it to be ready (a test that must act during start-up). */
+export async function spawnInstance(env: Record<string, string> = {}): Promise<Instance> {
   // A given PORT restarts an instance where it was (behind a balancer that knows that address).
   const port = env.PORT ? Number(env.PORT) : await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
@@ -60,9 +65,16 @@ export async function startInstance(env: Record<string, string> = {}): Promise<I
   };
   live.add(instance);
   exited.then(() => live.delete(instance));
+  return instance;
+}
+
+/** Waits (60 s at most) until the instance answers /readyz with 200. */
+export async function untilReady(instance: Instance): Promise<Instance> {
+  const { child } = instance;
   const deadline = Date.now() + 60000;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`instance exited early (${child.exitCode}):\n${out}`);
+    if (child.exitCode !== null)
+      throw new Error(`instance exited early (${child.exitCode}):\n${instance.output()}`);
     try {
       const res = await fetch(`${instance.url}/readyz`);
       if (res.ok) return instance;
@@ -72,7 +84,7 @@ export async function startInstance(env: Record<string, string> = {}): Promise<I
     await sleep(100);
   }
   instance.kill();
-  throw new Error(`instance did not become ready:\n${out}`);
+  throw new Error(`instance did not become ready:\n${instance.output()}`);
 }
 
 export async function startInstances(n: number, env: Record<string, string> = {}): Promise<Instance[]> {
