@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { OrderDto } from '../../routers/orders/orders.schema.js';
 import { http } from './http.js';
 import { idempotencyKey } from './tokens.js';
@@ -14,11 +15,19 @@ export async function createOrder(
   merchantOrderNo: string,
   amount = '25.00',
 ): Promise<OrderDto> {
-  const res = await http('POST', '/api/v1/orders', {
-    baseUrl,
-    headers: { ...auth, 'Idempotency-Key': idempotencyKey() },
-    body: { merchantOrderNo, amount },
-  });
-  if (res.status !== 201) throw new Error(`createOrder: ${res.status} ${res.text}`);
-  return res.body.data;
+  // A fixture does the client's half of the protocol: a 503 (a pool busy past the wait bound on a
+  // loaded machine) or a 202 is retried with the SAME key, so the order is still created once.
+  const key = idempotencyKey();
+  for (let attempt = 1; ; attempt++) {
+    const res = await http('POST', '/api/v1/orders', {
+      baseUrl,
+      headers: { ...auth, 'Idempotency-Key': key },
+      body: { merchantOrderNo, amount },
+    });
+    if (res.status === 201) return res.body.data;
+    if ((res.status !== 503 && res.status !== 202) || attempt >= 20) {
+      throw new Error(`createOrder: ${res.status} ${res.text}`);
+    }
+    await sleep(200 * attempt);
+  }
 }
