@@ -23,7 +23,7 @@ export type Claim =
   /** A new key for a payment that is final already: Tx 1 committed the record with its answer. */
   | { kind: 'existing'; reply: Reply }
   /**
-   * A request (new key, or its own key after its record was purged) for a resumable payment: Tx 1
+   * A request with a new key for a resumable payment: Tx 1
    * took the resumable mark with our record, and the payment is executed again, query first.
    */
   | { kind: 'resumed'; lease: Lease; payment: Payment }
@@ -36,7 +36,7 @@ export type Claim =
   | { kind: 'key_in_flight' }
   /** No record inserted and none there: a per-user cap refused it. */
   | { kind: 'limited'; cap: Cap }
-  /** An expired record was deleted, or a concurrent request created the payment first: claim again. */
+  /** A concurrent request created the payment first: claim again. */
   | { kind: 'again' };
 
 /** The reply a refusal is stored as (the error table of routers/, handed down by the caller). */
@@ -108,6 +108,5 @@ export async function claimPayment(
     throw err;
   }
   if (claim) return claim;
-  const lost = await deps.engine.whyNotClaimed(req, refusedBy);
-  return lost.kind === 'expired' ? { kind: 'again' } : lost;
+  return deps.engine.whyNotClaimed(req, refusedBy);
 }

@@ -24,7 +24,7 @@ export async function purgeScenario(ctx: BenchRun): Promise<void> {
   const total = await count(sql, 'SELECT count(*) AS n FROM idempotency_records');
   const explainPurge = await explain(
     sql,
-    deleteRecordsStatement(`r.expires_at < now() AND r.status <> 'PROCESSING'`, 500),
+    deleteRecordsStatement(`r.expires_at < now() AND r.status <> 'PROCESSING'`, 500, 30),
     [],
     DELETE_RECORDS_PLAN,
   );
