@@ -7,7 +7,7 @@ import { purgeExpired } from '../../idempotency/purge-expired.js';
 import { http } from '../support/http.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
-import { adminOf, createUser, userRow } from '../support/users.js';
+import { adminOf, createUser, OPERATOR_ID, userRow } from '../support/users.js';
 import {
   blockedBy,
   createOrderVia,
@@ -150,6 +150,30 @@ describe('tombstones: a purged key is refused 409 40905 and executes nothing', (
     });
     expect(fresh.status, fresh.text).to.equal(201);
     expect(await countOf('users', tenant)).to.equal(2);
+  });
+
+  it('when a key this process never saw has a tombstone (purged by another instance), then the one-statement create (idem_execute) answers 40905 and writes nothing', async () => {
+    const tenant = uniqueTenant();
+    const [userKey, orderKey] = [idempotencyKey(), idempotencyKey()];
+    await sql(
+      `INSERT INTO idempotency_tombstones (scope_digest, request_digest, expires_at)
+       SELECT sha256(convert_to(s, 'UTF8')), sha256('x'), now() + interval '1 day' FROM unnest($1::text[]) s`,
+      [[scopeKey(tenant, OPERATOR_ID, 'users.create', userKey), orderScope(tenant, USER, orderKey)]],
+    );
+    const user = await http('POST', '/api/v1/users', {
+      headers: { ...adminOf(tenant), 'Idempotency-Key': userKey },
+      body: { name: 'Never', age: 30 },
+    });
+    expectFailure(user, 409, 40905);
+    const order = await createOrderVia({
+      transport: 'rest',
+      headers: { ...bearer(tenant, USER), 'Idempotency-Key': orderKey },
+      body: { merchantOrderNo: 'mo-never', amount: 1 },
+    });
+    expectFailure(order, 409, 40905);
+    expect(await countOf('users', tenant)).to.equal(0);
+    expect(await countOf('orders', tenant)).to.equal(0);
+    expect(await recordsOf(tenant)).to.deep.equal([]);
   });
 
   it('when a keyed PATCH was purged, then the same key gets 40905 and changes nothing; a new key applies', async () => {
