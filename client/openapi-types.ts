@@ -907,7 +907,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -1546,7 +1546,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -1810,7 +1810,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -2066,7 +2066,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -2359,7 +2359,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -2825,7 +2825,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -3292,7 +3292,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -3938,7 +3938,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -4371,7 +4371,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -4626,7 +4626,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -4923,7 +4923,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -5390,7 +5390,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */

@@ -65,6 +65,8 @@ const schema = z.object({
     .positive()
     .max(24 * 365 * 10)
     .default(168),
+  // At least a day: 0 would forget purged keys at once, and the contract refuses them (40905).
+  IDEMPOTENCY_TOMBSTONE_DAYS: int(30, 1, 3650),
   IDEMPOTENCY_MAX_IN_FLIGHT: int(20, 1, 100000),
   IDEMPOTENCY_MAX_RETAINED: int(10000, 1, 10000000),
   PURGE_INTERVAL_MS: int(60000, 100, 86400000),

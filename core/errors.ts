@@ -13,6 +13,7 @@ export type ErrorKind =
   | 'business_key_reused'
   | 'state_conflict'
   | 'unique_taken'
+  | 'key_expired'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'too_many_in_flight'
@@ -72,6 +73,15 @@ export class Conflict extends DomainError {
     details: ErrorDetails = {},
   ) {
     super(kind, message, details);
+  }
+}
+/** 40905: the key's record was purged (a tombstone); the key is dead, nothing is executed or stored. */
+export class KeyExpired extends DomainError {
+  constructor() {
+    super(
+      'key_expired',
+      'Idempotency-Key expired: its first result is no longer available; send a new key for a new operation',
+    );
   }
 }
 export class PayloadTooLarge extends DomainError {

@@ -4,6 +4,7 @@ import { sqlRows } from '../core/sql.js';
 import type { UserCheck } from '../models/user.js';
 import type { Cap } from './caps.js';
 import type { ClaimRequest, FinalState, Limits, StoredRecord } from './record-store.js';
+import { KEY_EXPIRED_HINT, refusingExpired } from './tombstones.js';
 
 /**
  * A keyed create as one statement: `idem_execute` (migration 20261125000003-keyed-create-at-once.cjs)
@@ -43,26 +44,29 @@ export async function executeAtOnce(
   final: FinalState,
   business: string,
 ): Promise<AtOnceRow> {
-  const [row] = await sqlRows<Row>(sequelize, EXECUTE_AT_ONCE_SQL, [
-    check.userId,
-    check.tenantId,
-    check.tokenRole,
-    check.adminOnly,
-    req.scopeKey,
-    req.requestHash,
-    req.userScope,
-    req.operation,
-    req.ttlHours * 3600,
-    Math.floor(limits.maxInFlight),
-    Math.floor(limits.maxRetained),
-    req.fieldHashes ? JSON.stringify(req.fieldHashes) : null,
-    Math.max(1, Math.floor(limits.waitMs)),
-    final.status,
-    final.httpStatus,
-    final.responseBody,
-    final.resourceId,
-    business,
-  ]);
+  // A tombstoned key: idem_claim raised inside the statement, which wrote nothing.
+  const [row] = await refusingExpired(() =>
+    sqlRows<Row>(sequelize, EXECUTE_AT_ONCE_SQL, [
+      check.userId,
+      check.tenantId,
+      check.tokenRole,
+      check.adminOnly,
+      req.scopeKey,
+      req.requestHash,
+      req.userScope,
+      req.operation,
+      req.ttlHours * 3600,
+      Math.floor(limits.maxInFlight),
+      Math.floor(limits.maxRetained),
+      req.fieldHashes ? JSON.stringify(req.fieldHashes) : null,
+      Math.max(1, Math.floor(limits.waitMs)),
+      final.status,
+      final.httpStatus,
+      final.responseBody,
+      final.resourceId,
+      business,
+    ]),
+  );
   if (!row) throw new Error('idem_execute returned no row');
   if (row.refused) return { kind: 'refused', user: { status: row.userStatus, role: row.userRole } };
   if (row.requestHash !== null) return { kind: 'found', record: recordOfRow(row) };
@@ -86,7 +90,7 @@ export const CLAIM_BUSY_HINT = 'idem_claim: key busy';
 export function businessStatementError(err: unknown): boolean {
   const e = err as { code?: unknown; hint?: unknown } | null;
   if (typeof e?.code !== 'string' || !/^[0-9A-Z]{5}$/.test(e.code)) return false;
-  return e.hint !== CLAIM_BUSY_HINT && !isDatabaseUnavailable(err);
+  return e.hint !== CLAIM_BUSY_HINT && e.hint !== KEY_EXPIRED_HINT && !isDatabaseUnavailable(err);
 }
 
 /** A record's columns as the auth read and idem_execute return them (requestHash and status are NOT NULL in the table). */

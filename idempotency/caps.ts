@@ -1,6 +1,7 @@
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
 import { isLockNotAvailable } from '../core/db-errors.js';
 import { sqlLiteral, sqlResults } from '../core/sql.js';
+import { buryStatement, refusingExpired } from './tombstones.js';
 
 /**
  * The per-user caps of CONTRACT section 5, strict and O(1) in the number of keys a user holds.
@@ -112,7 +113,8 @@ export async function runClaim(
   for (let attempt = 0; ; attempt++) {
     // `first` (e.g. the BEGIN of a folded transaction) goes with the first attempt only.
     const text = attempt === 0 && wrap.first ? `${wrap.first}\n${sql}` : sql;
-    const results = await sqlResults<ClaimRow>(sequelize, text, undefined, t);
+    // A tombstoned key: idem_claim raised, the caller rolls the transaction back (nothing written).
+    const results = await refusingExpired(() => sqlResults<ClaimRow>(sequelize, text, undefined, t));
     const row = results.flatMap((r) => r.rows).find((r) => r && 'claimed' in r);
     if (!row) throw new Error('claim statement returned no row');
     if (row.claimed !== null) {
@@ -210,22 +212,24 @@ export async function takeSlot(
 }
 
 /**
- * Deletes records and gives their count back to their slots, in one statement. `where` selects the
- * candidates (SQL over idempotency_records r, with $-parameters from `bind`); records whose slot row
- * another transaction holds are skipped (never waited for) and left for later.
+ * Deletes records, leaves their tombstones (kept `tombstoneDays`) and gives their count back to their
+ * slots, in one statement. `where` selects the candidates (SQL over idempotency_records r, with
+ * $-parameters from `bind`); records whose slot row or key lock another transaction holds are skipped
+ * (never waited for) and left for later.
  */
 export async function deleteRecords(
   sequelize: Sequelize,
   where: string,
   bind: unknown[],
   limit: number,
+  tombstoneDays: number,
 ): Promise<number> {
   // Without parameters (the purge's batches) the plan settings go in the same round trip: a
   // multi-statement simple query is one implicit transaction, so SET LOCAL holds for the statement.
   const text =
     bind.length === 0
-      ? `${DELETE_RECORDS_PLAN}\n${deleteRecordsStatement(where, limit)}`
-      : deleteRecordsStatement(where, limit);
+      ? `${DELETE_RECORDS_PLAN}\n${deleteRecordsStatement(where, limit, tombstoneDays)}`
+      : deleteRecordsStatement(where, limit, tombstoneDays);
   const rows = await sequelize.query<{ n: string }>(text, { bind, type: QueryTypes.SELECT });
   const row = rows.find((r) => r && 'n' in r);
   return Number(row?.n ?? 0);
@@ -245,24 +249,37 @@ export const DELETE_RECORDS_PLAN =
  * `ctid`, the row version it locked (FOR UPDATE: no one else can change it before this statement
  * ends), a TID scan instead of a second primary-key lookup per row: a 500-row batch in 3.0 instead
  * of 5.7 ms of execution (PostgreSQL 15, 200k expired rows).
+ *
+ * A purged key is never executed again: the record's tombstone is written by the same statement
+ * (one transaction: no moment with neither), and only for a record whose key lock (idem_claim's
+ * advisory lock) this statement took. A claim holding that lock is skipped and left for a later
+ * batch; a claim that comes after waits for this statement's commit and then sees the tombstone
+ * (idem_claim checks it after taking the lock). Without the lock a claim could check "no tombstone",
+ * this statement delete the record and commit, and the claim's insert then find no row: executed twice.
  */
-export function deleteRecordsStatement(where: string, limit: number): string {
-  return `WITH candidates AS (
-       SELECT r.ctid AS row_id, r.user_scope, r.slot FROM idempotency_records r
+export function deleteRecordsStatement(where: string, limit: number, tombstoneDays: number): string {
+  return `WITH candidates AS MATERIALIZED (
+       SELECT r.ctid AS row_id, r.scope_key, r.user_scope, r.slot FROM idempotency_records r
        WHERE ${where} ORDER BY r.expires_at LIMIT ${Math.floor(limit)} FOR UPDATE SKIP LOCKED),
+     unclaimed AS MATERIALIZED (
+       SELECT c.* FROM candidates c WHERE pg_try_advisory_xact_lock(7648, hashtext(c.scope_key))),
      slots AS (
        SELECT s.user_scope, s.slot FROM idempotency_slots s
-       WHERE (s.user_scope, s.slot) IN (SELECT user_scope, slot FROM candidates)
+       WHERE (s.user_scope, s.slot) IN (SELECT user_scope, slot FROM unclaimed)
        FOR UPDATE SKIP LOCKED),
      gone AS (
-       DELETE FROM idempotency_records r USING candidates c
+       DELETE FROM idempotency_records r USING unclaimed c
        WHERE r.ctid = c.row_id
          AND (c.slot IS NULL OR (c.user_scope, c.slot) IN (SELECT user_scope, slot FROM slots))
-       RETURNING c.user_scope, c.slot),
+       RETURNING c.user_scope, c.slot, r.scope_key, r.request_hash),
+     buried AS (
+       ${buryStatement('gone', tombstoneDays)}
+       RETURNING 1),
      counted AS (
        UPDATE idempotency_slots s SET retained = GREATEST(0, s.retained - g.n)
        FROM (SELECT user_scope, slot, count(*) AS n FROM gone WHERE slot IS NOT NULL GROUP BY 1, 2) g
        WHERE s.user_scope = g.user_scope AND s.slot = g.slot
        RETURNING 1)
-     SELECT (SELECT count(*) FROM gone) AS n, (SELECT count(*) FROM counted) AS counted`;
+     SELECT (SELECT count(*) FROM gone) AS n, (SELECT count(*) FROM counted) AS counted,
+            (SELECT count(*) FROM buried) AS buried`;
 }

@@ -18,7 +18,7 @@ export type Claim<Row> =
   /** A new key for a business key that is final already: Tx 1 committed the record with its answer. */
   | { kind: 'existing'; reply: Reply }
   /**
-   * A request (new key, or its own key after its record was purged) for a resumable resource: Tx 1
+   * A request with a new key for a resumable resource (its own key, once purged, is refused 40905): Tx 1
    * took the resumable mark with our record, and the effect is executed again, query first.
    */
   | { kind: 'resumed'; lease: Lease; row: Row }
@@ -31,7 +31,7 @@ export type Claim<Row> =
   | { kind: 'key_in_flight' }
   /** No record inserted and none there: a per-user cap refused it. */
   | { kind: 'limited'; cap: Cap }
-  /** An expired record was deleted, or a concurrent request created the resource first: claim again. */
+  /** A concurrent request created the resource first: claim again. */
   | { kind: 'again' };
 
 /** The reply a refusal is stored as (the error table of routers/, handed down by the caller). */
@@ -104,6 +104,5 @@ export async function claimEffect<Row extends EffectRow, In>(
     throw err;
   }
   if (claim) return claim;
-  const lost = await deps.engine.whyNotClaimed(req, refusedBy);
-  return lost.kind === 'expired' ? { kind: 'again' } : lost;
+  return deps.engine.whyNotClaimed(req, refusedBy);
 }

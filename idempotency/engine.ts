@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sequelize, Transaction } from 'sequelize';
 import { isDatabaseBusy, isLockNotAvailable } from '../core/db-errors.js';
 import { processing } from '../core/envelope.js';
-import { Conflict, ServiceUnavailable, TooManyRequests } from '../core/errors.js';
+import { Conflict, KeyExpired, ServiceUnavailable, TooManyRequests } from '../core/errors.js';
 import { anyArmed, failpoint } from '../core/failpoints.js';
 import type { UserCheck } from '../models/user.js';
 import { businessStatementError, executeAtOnce } from './at-once.js';
@@ -16,7 +16,6 @@ import { RecentKeys } from './recent-keys.js';
 import {
   type ClaimRequest,
   claimLocal,
-  deleteExpired,
   type FinalState,
   finishLocal,
   finishStatement,
@@ -97,11 +96,18 @@ export interface EngineSettings extends Limits {
   onUnreadable?: (scopeKey: string, err: unknown) => void;
 }
 
-/** Why a claim inserted nothing: a record is there, an expired one was just deleted, or a cap. */
-export type LostClaim =
-  | { kind: 'found'; record: StoredRecord }
-  | { kind: 'expired' }
-  | { kind: 'limited'; cap: Cap };
+/** Why a claim inserted nothing: a record is there, or a cap. */
+export type LostClaim = { kind: 'found'; record: StoredRecord } | { kind: 'limited'; cap: Cap };
+
+/**
+ * A finished record past its expiry is a dead key, as if purged already (docs/DECISIONS.md): its
+ * request gets 40905 and executes nothing; the purge turns it into a tombstone. Executing it afresh
+ * would re-execute a forgotten key on exactly the timing the tombstone guards (a retry just after the
+ * TTL). A PROCESSING record is work in progress, whatever its expiry.
+ */
+function refuseIfDead(record: StoredRecord): void {
+  if (record.expired && record.status !== 'PROCESSING') throw new KeyExpired();
+}
 
 const POLL_MS = 25;
 
@@ -157,7 +163,10 @@ export class IdempotencyEngine {
     // made with its auth lookup). A finished record is answered at once (replay or 40901); a missing
     // one (the common case for a new key) goes on to the claim, which decides every race anyway.
     const existing = prefetched ? prefetched.record : await readRecord(this.sequelize, req.scopeKey);
-    if (existing && !existing.expired) return this.answerDuplicate(req, existing, signal);
+    if (existing) {
+      refuseIfDead(existing);
+      if (!existing.expired) return this.answerDuplicate(req, existing, signal);
+    }
 
     const deadline = Date.now() + this.settings.waitMs;
     await this.slotRows.ensure(req.userScope);
@@ -173,12 +182,7 @@ export class IdempotencyEngine {
         // holder is alive it holds the key's row lock and we get 202; if it crashed, we execute.
         waitMs = Math.max(1, deadline - Date.now());
       }
-      for (let attempt = 0; attempt < 3; attempt++) {
-        const done = await this.tryLocal(req, work, waitMs, signal);
-        if (done) return done;
-      }
-      // The record kept vanishing under us (rolled back or purged between claim and read).
-      return this.inFlight(req, null);
+      return await this.tryLocal(req, work, waitMs, signal);
     } finally {
       if (heldPlaceholder) await this.placeholder?.release(req.scopeKey, heldPlaceholder);
     }
@@ -242,12 +246,11 @@ export class IdempotencyEngine {
         await failpoint('local.after-commit');
         return { kind: 'answered', outcome: { kind: 'executed', reply: known.reply } };
       case 'found':
-        if (row.record.expired && row.record.status !== 'PROCESSING') return { kind: 'general' };
+        refuseIfDead(row.record);
         return { kind: 'answered', outcome: await this.answerDuplicate(req, row.record, signal) };
       case 'lost': {
         if (row.slotsMissing) return { kind: 'general' };
         const lost = await this.whyNotClaimed(req, row.cap);
-        if (lost.kind === 'expired') return { kind: 'general' };
         const outcome =
           lost.kind === 'limited'
             ? this.limited(lost.cap)
@@ -257,13 +260,13 @@ export class IdempotencyEngine {
     }
   }
 
-  /** One claim and, when it is ours, the operation; undefined: an expired record was deleted, again. */
+  /** One claim and, when it is ours, the operation. */
   private async tryLocal(
     req: IdempotentRequest,
     work: LocalWork,
     waitMs: number,
     signal?: Cancellation,
-  ): Promise<Outcome | undefined> {
+  ): Promise<Outcome> {
     // Before any connection is taken: a fault here leaves nothing to roll back.
     await failpoint('local.before-claim');
     const statement = typeof work === 'function' ? undefined : work;
@@ -303,7 +306,6 @@ export class IdempotencyEngine {
     if (!claim.claimed) {
       if (!finish) await t.rollback();
       const lost = await this.whyNotClaimed(req, claim.cap);
-      if (lost.kind === 'expired') return undefined;
       return lost.kind === 'limited'
         ? this.limited(lost.cap)
         : this.answerDuplicate(req, lost.record, signal);
@@ -356,15 +358,12 @@ export class IdempotencyEngine {
 
   /**
    * A claim inserted nothing: the record that was there instead, or (none at all) a per-user cap. An
-   * expired record is deleted so the key can be used afresh.
+   * expired record refuses the key (refuseIfDead).
    */
   async whyNotClaimed(req: ClaimRequest, cap: Cap | null): Promise<LostClaim> {
     const existing = await readRecord(this.sequelize, req.scopeKey);
     if (!existing) return { kind: 'limited', cap: cap ?? 'in-flight' };
-    if (existing.expired && existing.status !== 'PROCESSING') {
-      await deleteExpired(this.sequelize, req.scopeKey);
-      return { kind: 'expired' };
-    }
+    refuseIfDead(existing);
     return { kind: 'found', record: existing };
   }
 

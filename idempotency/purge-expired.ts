@@ -2,9 +2,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sequelize } from 'sequelize';
 import { failpoint } from '../core/failpoints.js';
 import { deleteRecords } from './caps.js';
+import { deleteExpiredTombstones } from './tombstones.js';
 
 export interface PurgeOptions {
-  /** Records deleted per batch (one short transaction each). */
+  /** How long a purged record's tombstone refuses its key (IDEMPOTENCY_TOMBSTONE_DAYS). */
+  tombstoneDays?: number;
+  /** Records (and expired tombstones) deleted per batch (one short transaction each). */
   batchSize?: number;
   /** Batches per call at most; the call also ends at the first batch that is not full. */
   maxBatches?: number;
@@ -32,25 +35,30 @@ export function pauseAfterBatch(busyMs: number, busyPercent: number): number {
 
 /**
  * Deletes expired, finished records in small batches (short transactions, no long locks), skipping
- * rows another instance is purging. PROCESSING records are never touched: a live lease is work in
- * progress. Business unique constraints live on the business tables and stay in force.
+ * rows another instance is purging, each leaving its tombstone (caps.ts deleteRecordsStatement);
+ * then the expired tombstones, in batches paced alike. PROCESSING records are never touched: a live
+ * lease is work in progress. Business unique constraints live on the business tables and stay in force.
  *
  * Paced by time (`busyPercent`): a backlog is worked off at a fraction of full speed, so that on a
  * small machine the purging backend does not take a whole core from the requests.
  */
 export async function purgeExpired(sequelize: Sequelize, options: PurgeOptions = {}): Promise<number> {
+  const { batchSize = 500, tombstoneDays = 30 } = options;
+  const where = `r.expires_at < now() AND r.status <> 'PROCESSING'`;
+  // Records whose slot row or key lock a running claim holds are skipped and picked up by a later batch.
+  const total = await paced(options, () => deleteRecords(sequelize, where, [], batchSize, tombstoneDays));
+  await paced({ ...options, onBatch: undefined }, () => deleteExpiredTombstones(sequelize, batchSize));
+  return total;
+}
+
+/** Runs `batch` until it deletes less than a full batch (or maxBatches, or the signal), paced. */
+async function paced(options: PurgeOptions, batch: () => Promise<number>): Promise<number> {
   const { batchSize = 500, maxBatches = 100, busyPercent = 100, signal, onBatch, wait = timerWait } = options;
   let total = 0;
   for (let i = 0; i < maxBatches && !signal?.aborted; i++) {
     await failpoint('purge.batch');
     const started = performance.now();
-    // Records whose slot row a running claim holds are skipped and picked up by a later batch.
-    const n = await deleteRecords(
-      sequelize,
-      `r.expires_at < now() AND r.status <> 'PROCESSING'`,
-      [],
-      batchSize,
-    );
+    const n = await batch();
     total += n;
     if (n > 0) onBatch?.(n);
     if (n < batchSize) break;

@@ -1,7 +1,7 @@
 import type { Sequelize } from 'sequelize';
 import { sqlLiteral, sqlRows } from '../core/sql.js';
 import type { RecordStatus } from '../models/idempotency-record.js';
-import { type ClaimResult, deleteRecords, runClaim } from './caps.js';
+import { type ClaimResult, runClaim } from './caps.js';
 import type { FoldedTransaction } from './folded-transaction.js';
 
 export interface ClaimRequest {
@@ -126,14 +126,4 @@ export const READ_RECORD_SQL = `SELECT request_hash AS "requestHash", status, re
 export async function readRecord(sequelize: Sequelize, scopeKey: string): Promise<StoredRecord | undefined> {
   const rows = await sqlRows<StoredRecord>(sequelize, READ_RECORD_SQL, [scopeKey]);
   return rows[0];
-}
-
-/** An expired record is forgotten: the key may be used afresh (business unique keys still hold). */
-export async function deleteExpired(sequelize: Sequelize, scopeKey: string): Promise<void> {
-  await deleteRecords(
-    sequelize,
-    `r.scope_key = $1 AND r.expires_at < now() AND r.status <> 'PROCESSING'`,
-    [scopeKey],
-    1,
-  );
 }

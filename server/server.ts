@@ -118,6 +118,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
       const purged = await purgeExpired(db.sequelize, {
         maxBatches: Number.POSITIVE_INFINITY,
         busyPercent: config.PURGE_BUSY_PERCENT,
+        tombstoneDays: config.IDEMPOTENCY_TOMBSTONE_DAYS,
         signal,
         onBatch: (deleted) => {
           metrics.purged.inc(deleted);

@@ -24,7 +24,7 @@ export async function purgeScenario(ctx: BenchRun): Promise<void> {
   const total = await count(sql, 'SELECT count(*) AS n FROM idempotency_records');
   const explainPurge = await explain(
     sql,
-    deleteRecordsStatement(`r.expires_at < now() AND r.status <> 'PROCESSING'`, 500),
+    deleteRecordsStatement(`r.expires_at < now() AND r.status <> 'PROCESSING'`, 500, 30),
     [],
     DELETE_RECORDS_PLAN,
   );
@@ -66,8 +66,14 @@ export async function purgeScenario(ctx: BenchRun): Promise<void> {
     sql,
     "SELECT count(*) AS n FROM idempotency_records WHERE expires_at < now() AND status <> 'PROCESSING'",
   );
+  // Each purged record leaves a tombstone (written by the same batch, so its cost is in the figures
+  // above); their size is reported per tombstone.
+  const tombstones = await count(sql, 'SELECT count(*) AS n FROM idempotency_tombstones');
+  const tombstoneBytes = await count(sql, "SELECT pg_total_relation_size('idempotency_tombstones') AS n");
   results.purge = {
     rowsInTable: total,
+    tombstones,
+    bytesPerTombstone: tombstones > 0 ? tombstoneBytes / tombstones : null,
     purged,
     left,
     purgingSeconds,

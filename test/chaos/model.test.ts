@@ -29,6 +29,8 @@ interface Model {
   /** Order keys: the body first sent and the answer stored for it. */
   orderKeys: Map<number, { variant: Variant; status: number; body: unknown }>;
   ordersCreated: Set<string>;
+  /** Order keys whose record was purged: refused 40905 from then on (a tombstone). */
+  deadOrderKeys: Set<number>;
   transientArmed: boolean;
   /** Armed only with the gateway up: the next Pay that executes (new, resumed) is charged, then fails. */
   paymentArmed: PaymentFault | null;
@@ -66,6 +68,11 @@ class CreateOrder implements fc.AsyncCommand<Model, Real> {
   check = () => true;
   async run(m: Model, r: Real) {
     const res = await post(r, '/api/v1/orders', r.orderKeys[this.k], ORDER_BODIES[this.v]);
+    if (m.deadOrderKeys.has(this.k)) {
+      expect(res.status, res.text).to.equal(409);
+      expect(res.body.code).to.equal(40905);
+      return;
+    }
     const known = m.orderKeys.get(this.k);
     if (known && known.variant !== this.v) {
       expect(res.status, res.text).to.equal(409);
@@ -117,8 +124,9 @@ class ExpireAndPurge implements fc.AsyncCommand<Model, Real> {
       { bind: [`${r.tenant}:%:orders.create:${r.orderKeys[this.k]}`] },
     );
     await purgeExpired(sequelize);
-    // The key is forgotten; the business unique key (the order) stays.
+    // The key is dead (its tombstone refuses it, whatever the body); the order stays.
     m.orderKeys.delete(this.k);
+    m.deadOrderKeys.add(this.k);
   }
   toString = () => `ExpireAndPurge(k${this.k})`;
 }
@@ -263,6 +271,7 @@ describe('model-based (fast-check): the record and payment state machines agains
           const model: Model = {
             orderKeys: new Map(),
             ordersCreated: new Set(),
+            deadOrderKeys: new Set(),
             transientArmed: false,
             paymentArmed: null,
             payment: 'none',

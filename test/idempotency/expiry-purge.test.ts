@@ -19,7 +19,7 @@ async function purge(): Promise<number> {
 }
 
 describe('idempotency record expiry and purge', () => {
-  it('when finished records have expired, then purgeExpired deletes them, keeps PROCESSING and unexpired ones, and the business rule still holds for the old key', async () => {
+  it('when finished records have expired, then purgeExpired deletes them leaving tombstones, keeps PROCESSING and unexpired ones; the old key gets 40905 and a new key meets the business rule', async () => {
     const tenant = uniqueTenant();
     const auth = bearer(tenant, USER);
     const body = { merchantOrderNo: 'mo-purge', amount: 9 };
@@ -62,23 +62,31 @@ describe('idempotency record expiry and purge', () => {
         ].sort(),
       );
 
-      // The record is gone, the order is not: the old key executes afresh and meets the unique rule.
-      const again = await createOrderVia({
-        transport: 'trpc',
-        headers: { ...auth, 'Idempotency-Key': k1 },
+      // The record is gone, its tombstone is not: the old key is refused (40905) whatever the body,
+      // and nothing is written; the order stays, and so does its business rule for a new key.
+      for (const b of [body, { merchantOrderNo: 'mo-other', amount: 1 }]) {
+        const again = await createOrderVia({
+          transport: 'trpc',
+          headers: { ...auth, 'Idempotency-Key': k1 },
+          body: b,
+        });
+        expectFailure(again, 409, 40905);
+        expect(again.headers.get('idempotent-replayed')).to.equal(null);
+      }
+      expect((await ordersOf(tenant)).map((o) => o.merchant_order_no)).to.deep.equal(['mo-purge', 'mo-kept']);
+      expect((await recordsOf(tenant)).length).to.equal(2);
+      const fresh = await createOrderVia({
+        transport: 'rest',
+        headers: { ...auth, 'Idempotency-Key': idempotencyKey() },
         body,
       });
-      expectFailure(again, 409, 40904);
-      expect(again.headers.get('idempotent-replayed')).to.equal(null);
-      expect((await ordersOf(tenant)).map((o) => o.merchant_order_no)).to.deep.equal(['mo-purge', 'mo-kept']);
-      const k1Record = (await recordsOf(tenant)).find((r) => r.scope_key === orderScope(tenant, USER, k1));
-      expect(k1Record?.status).to.equal('FAILED_FINAL');
+      expectFailure(fresh, 409, 40904);
     } finally {
       await sql('DELETE FROM idempotency_records WHERE scope_key = $1', [lease]);
     }
   });
 
-  it('when a record has expired but is not purged yet, then its key is forgotten: no replay, no 40901, the business rule decides', async () => {
+  it('when a record has expired but is not purged yet, then its key is dead: 40905 whatever the body, nothing written', async () => {
     const tenant = uniqueTenant();
     const headers = { ...bearer(tenant, USER), 'Idempotency-Key': idempotencyKey() };
     const first = await createOrderVia({
@@ -89,25 +97,19 @@ describe('idempotency record expiry and purge', () => {
     expect(first.status).to.equal(201);
     await expire([orderScope(tenant, USER, headers['Idempotency-Key'])]);
 
-    const same = await createOrderVia({
-      transport: 'rest',
-      headers,
-      body: { merchantOrderNo: 'mo-e', amount: 2 },
-    });
-    expectFailure(same, 409, 40904);
-    expect(same.headers.get('idempotent-replayed')).to.equal(null);
-
-    await expire([orderScope(tenant, USER, headers['Idempotency-Key'])]);
-    const other = await createOrderVia({
-      transport: 'rest',
-      headers,
-      body: { merchantOrderNo: 'mo-e2', amount: 3 },
-    });
-    expect(other.status).to.equal(201);
-    expect(other.headers.get('idempotent-replayed')).to.equal(null);
-    expect((await ordersOf(tenant)).map((o) => o.merchant_order_no)).to.deep.equal(['mo-e', 'mo-e2']);
+    for (const transport of ['rest', 'trpc'] as const) {
+      for (const body of [
+        { merchantOrderNo: 'mo-e', amount: 2 },
+        { merchantOrderNo: 'mo-e2', amount: 3 },
+      ]) {
+        const again = await createOrderVia({ transport, headers, body });
+        expectFailure(again, 409, 40905);
+        expect(again.headers.get('idempotent-replayed')).to.equal(null);
+      }
+    }
+    expect((await ordersOf(tenant)).map((o) => o.merchant_order_no)).to.deep.equal(['mo-e']);
     const records = await recordsOf(tenant);
-    expect(records.map((r) => [r.status, r.resource_id])).to.deep.equal([['SUCCEEDED', other.body.data.id]]);
+    expect(records.map((r) => [r.status, r.resource_id])).to.deep.equal([['SUCCEEDED', first.body.data.id]]);
   });
 
   it('when more expired records exist than one batch holds, then purgeExpired goes on batch by batch until none is left', async () => {

@@ -1,11 +1,13 @@
 // Regression tests of issue 10 (defects 1, 4 and 9): each failed on main before the change that
 // added resumable payments (a new key got 202 for ever; the original key too once its record was
-// purged; an admin's payment of a user's order answered that user 403; a gateway 4xx was a 500).
+// purged: now a real purge leaves a tombstone, that key gets 40905 and a new key resumes; an admin's
+// payment of a user's order answered that user 403; a gateway 4xx was a 500).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { QueryTypes } from 'sequelize';
+import { purgeExpired } from '../../idempotency/purge-expired.js';
 import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
 import { http as request } from '../support/http.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
@@ -99,15 +101,30 @@ describe('payments: resumable after "not charged" (CONTRACT section 3), owned by
     expect(value('idempotency_oldest_processing_age_seconds')).to.be.at.least(0);
   });
 
-  it("when the original key's record was purged, then the same key resumes the payment instead of 202 for ever", async () => {
+  it("when the original key's record was purged, then that key gets 40905 and charges nothing; a new key resumes the payment, and a later new key gets that payment", async () => {
     const { tenant, auth, body } = await setup();
     const key = await notCharged(auth, body);
     const before = await paymentOf(tenant);
-    // What the purge does once the record's TTL is over.
-    await db.sequelize.query('DELETE FROM idempotency_records WHERE resource_id = $1', { bind: [before.id] });
-    const res = await pay(base, auth, key, body);
+    // Its TTL over, then the real purge: the record goes, its tombstone stays.
+    await db.sequelize.query(
+      "UPDATE idempotency_records SET expires_at = now() - interval '1 minute' WHERE resource_id = $1",
+      { bind: [before.id] },
+    );
+    expect(await purgeExpired(db.sequelize)).to.be.at.least(1);
+    for (const b of [body, { ...body, amount: '26.00' }]) {
+      const refused = await pay(base, auth, key, b);
+      expect(refused.status, refused.text).to.equal(409);
+      expect(refused.body.code).to.equal(40905);
+    }
+    expect(await chargesOf(before.paymentNo)).to.have.length(0);
+    expect(await paymentOf(tenant)).to.deep.include({ id: before.id, status: before.status });
+
+    const res = await pay(base, auth, idempotencyKey(), body);
     expect(res.status, res.text).to.equal(201);
     expect(res.body.data).to.include({ id: before.id, status: 'SUCCEEDED' });
+    const later = await pay(base, auth, idempotencyKey(), body);
+    expect(later.status, later.text).to.equal(201);
+    expect(later.body.data).to.include({ id: before.id, status: 'SUCCEEDED' });
     expect(await chargesOf(before.paymentNo)).to.have.length(1);
   });
 

@@ -67,6 +67,14 @@ describe('configuration (CONTRACT section 8)', () => {
     expect(loadConfig({ PURGE_BUSY_PERCENT: '100' }).PURGE_BUSY_PERCENT).to.equal(100);
   });
 
+  it('when IDEMPOTENCY_TOMBSTONE_DAYS is not an integer in 1–3650, then start is refused naming it; unset, 30', () => {
+    for (const bad of ['0', '3651', '1.5', 'month']) {
+      expect(refusal({ IDEMPOTENCY_TOMBSTONE_DAYS: bad })).to.include('IDEMPOTENCY_TOMBSTONE_DAYS:');
+    }
+    expect(loadConfig({}).IDEMPOTENCY_TOMBSTONE_DAYS).to.equal(30);
+    expect(loadConfig({ IDEMPOTENCY_TOMBSTONE_DAYS: '1' }).IDEMPOTENCY_TOMBSTONE_DAYS).to.equal(1);
+  });
+
   it('when a previous response key is not 32 bytes, then start is refused naming RESPONSE_ENCRYPTION_PREVIOUS_KEYS', () => {
     expect(refusal({ RESPONSE_ENCRYPTION_PREVIOUS_KEYS: `k0:${key30}` })).to.include(
       'RESPONSE_ENCRYPTION_PREVIOUS_KEYS:',
