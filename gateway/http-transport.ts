@@ -62,7 +62,7 @@ export function createHttpTransport(opts: { baseUrl: string; timeoutMs: number }
         signal?.removeEventListener('abort', onAbort);
         resolve(result);
       };
-      // Aborted once the request exists: bytes may have left, so this is as unknown as a time-out.
+      // Aborted once the request exists: bytes may have left, so the outcome is unknown, as after a time-out.
       const onAbort = () => {
         finish({ ok: false, failure: 'aborted' });
         req.destroy();
