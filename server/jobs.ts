@@ -1,3 +1,4 @@
+import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Config } from '../core/config.js';
 import { applicationName } from '../core/database.js';
@@ -33,4 +34,32 @@ export async function startJobs(config: Config, url: string, logger: Logger): Pr
   });
   await jobs.start();
   return jobs;
+}
+
+// Any constant works; it only has to be the same in every instance (and differ from the migrations').
+const JOBS_SETUP_LOCK = 727_002;
+
+/**
+ * Runs `setup` while this instance holds the jobs' set-up lock: a transaction-level advisory lock on
+ * a connection of its own, held open until `setup` ends (transaction-level, so a pooler in
+ * transaction mode keeps it on one server connection; never a session lock). Instances starting
+ * together wait here one after another; the wait is start-up's, not a request's (no lock_timeout).
+ * If `setup` fails, or stops the instance, the lock ends with the transaction or the connection.
+ */
+export async function oneStarterAtATime<T>(url: string, setup: () => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url, application_name: applicationName() });
+  await client.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query("SET LOCAL lock_timeout = '0'");
+    await client.query('SELECT pg_advisory_xact_lock($1)', [JOBS_SETUP_LOCK]);
+    try {
+      return await setup();
+    } finally {
+      // A connection ended meanwhile (an idle-in-transaction time-out) released the lock already.
+      await client.query('COMMIT').catch(() => {});
+    }
+  } finally {
+    await client.end().catch(() => {});
+  }
 }

@@ -20,7 +20,7 @@ import { createApp } from './app.js';
 import type { AppServices } from './app-services.js';
 import { every, PauseLog } from './background.js';
 import { createEngine } from './engine-from-config.js';
-import { PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, startJobs } from './jobs.js';
+import { oneStarterAtATime, PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, startJobs } from './jobs.js';
 import { Metrics } from './metrics.js';
 
 export interface RunningServer {
@@ -103,53 +103,66 @@ export async function startServer(config: Config): Promise<RunningServer> {
     payments,
     countOutcome: (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
   };
-  const jobs = await startJobs(config, db.url, logger).catch(async (err: unknown) => {
+  const startingJobs = async (): Promise<Jobs> => {
+    const jobs = await startJobs(config, db.url, logger);
+    try {
+      const pauses = new PauseLog(logger);
+      // A run works off the whole backlog, paced (PURGE_BUSY_PERCENT); the next run starts only after it.
+      await every(
+        jobs,
+        pauses,
+        'purge-expired',
+        { intervalMs: config.PURGE_INTERVAL_MS, expireInMs: PURGE_EXPIRE_MS },
+        async (signal) => {
+          const purged = await purgeExpired(db.sequelize, {
+            maxBatches: Number.POSITIVE_INFINITY,
+            busyPercent: config.PURGE_BUSY_PERCENT,
+            tombstoneDays: config.IDEMPOTENCY_TOMBSTONE_DAYS,
+            signal,
+            onBatch: (deleted) => {
+              metrics.purged.inc(deleted);
+              metrics.idempotency.inc({ operation: 'all', outcome: 'purged' }, deleted);
+            },
+          });
+          if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
+        },
+      );
+      await every(
+        jobs,
+        pauses,
+        'payment-recoverer',
+        { intervalMs: config.RECOVERER_INTERVAL_MS, expireInMs: RECOVERER_EXPIRE_MS },
+        async () => {
+          try {
+            const taken = await recoverExpiredPayments(payments, 20, (scopeKey, err) =>
+              logger.error({ err, scopeKey }, 'payment recovery failed; retried next round'),
+            );
+            metrics.recovererRuns.inc({ result: 'ok' });
+            metrics.recovererTakeovers.inc(taken);
+            if (taken > 0) {
+              metrics.idempotency.inc({ operation: PAYMENT_OPERATION, outcome: 'lease_takeover' }, taken);
+              logger.info({ taken }, 'expired payment leases taken over');
+            }
+          } catch (err) {
+            metrics.recovererRuns.inc({ result: 'error' });
+            throw err;
+          }
+        },
+      );
+    } catch (err) {
+      // Set-up failed half way: the job runner's pool and workers must not outlive the start.
+      await jobs.stop(config.SHUTDOWN_TIMEOUT_MS).catch(() => {});
+      throw err;
+    }
+    return jobs;
+  };
+  // One instance at a time sets its jobs up (pg-boss's schema and queues, the first runs): three
+  // instances starting together on an empty database deadlocked in pg-boss's queue creation (each
+  // queue is a partition attached to pg-boss's job table while another instance sent into it).
+  const jobs = await oneStarterAtATime(db.url, startingJobs).catch(async (err: unknown) => {
     await db.close().catch(() => {});
     throw err;
   });
-  const pauses = new PauseLog(logger);
-  // A run works off the whole backlog, paced (PURGE_BUSY_PERCENT); the next run starts only after it.
-  await every(
-    jobs,
-    pauses,
-    'purge-expired',
-    { intervalMs: config.PURGE_INTERVAL_MS, expireInMs: PURGE_EXPIRE_MS },
-    async (signal) => {
-      const purged = await purgeExpired(db.sequelize, {
-        maxBatches: Number.POSITIVE_INFINITY,
-        busyPercent: config.PURGE_BUSY_PERCENT,
-        tombstoneDays: config.IDEMPOTENCY_TOMBSTONE_DAYS,
-        signal,
-        onBatch: (deleted) => {
-          metrics.purged.inc(deleted);
-          metrics.idempotency.inc({ operation: 'all', outcome: 'purged' }, deleted);
-        },
-      });
-      if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
-    },
-  );
-  await every(
-    jobs,
-    pauses,
-    'payment-recoverer',
-    { intervalMs: config.RECOVERER_INTERVAL_MS, expireInMs: RECOVERER_EXPIRE_MS },
-    async () => {
-      try {
-        const taken = await recoverExpiredPayments(payments, 20, (scopeKey, err) =>
-          logger.error({ err, scopeKey }, 'payment recovery failed; retried next round'),
-        );
-        metrics.recovererRuns.inc({ result: 'ok' });
-        metrics.recovererTakeovers.inc(taken);
-        if (taken > 0) {
-          metrics.idempotency.inc({ operation: PAYMENT_OPERATION, outcome: 'lease_takeover' }, taken);
-          logger.info({ taken }, 'expired payment leases taken over');
-        }
-      } catch (err) {
-        metrics.recovererRuns.inc({ result: 'error' });
-        throw err;
-      }
-    },
-  );
   const app = createApp(services);
   const server = http.createServer(app);
   server.keepAliveTimeout = 5000;
