@@ -1,8 +1,8 @@
-import pg from 'pg';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../core/config.js';
 import { applicationName } from '../core/database.js';
-import { isDatabaseUnavailable } from '../core/db-errors.js';
+import { isDatabaseUnavailable, isDeadlock } from '../core/db-errors.js';
 import { Jobs } from '../core/jobs.js';
 
 /**
@@ -36,30 +36,22 @@ export async function startJobs(config: Config, url: string, logger: Logger): Pr
   return jobs;
 }
 
-// Any constant works; it only has to be the same in every instance (and differ from the migrations').
-const JOBS_SETUP_LOCK = 727_002;
-
 /**
- * Runs `setup` while this instance holds the jobs' set-up lock: a transaction-level advisory lock on
- * a connection of its own, held open until `setup` ends (transaction-level, so a pooler in
- * transaction mode keeps it on one server connection; never a session lock). Instances starting
- * together wait here one after another; the wait is start-up's, not a request's (no lock_timeout).
- * If `setup` fails, or stops the instance, the lock ends with the transaction or the connection.
+ * Runs `setup` (the job runner's schema, queues and first runs), again when the database picked it
+ * as a deadlock's victim (everything of that attempt was rolled back; `setup` stops what it started
+ * before it fails). Three instances starting together on an empty database met such a deadlock in
+ * pg-boss's queue creation (each queue is a partition attached to pg-boss's job table while another
+ * instance sends into it); every step of the set-up is idempotent (queues and the first runs are
+ * created once whoever gets there first). A lock held across the set-up was tried instead: it needs
+ * a second server connection, which a PgBouncer pool of one does not have.
  */
-export async function oneStarterAtATime<T>(url: string, setup: () => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url, application_name: applicationName() });
-  await client.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query("SET LOCAL lock_timeout = '0'");
-    await client.query('SELECT pg_advisory_xact_lock($1)', [JOBS_SETUP_LOCK]);
+export async function settingUpJobs<T>(setup: () => Promise<T>, attempts = 5): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
     try {
       return await setup();
-    } finally {
-      // A connection ended meanwhile (an idle-in-transaction time-out) released the lock already.
-      await client.query('COMMIT').catch(() => {});
+    } catch (err) {
+      if (attempt >= attempts || !isDeadlock(err)) throw err;
+      await sleep(50 + Math.random() * 200 * attempt);
     }
-  } finally {
-    await client.end().catch(() => {});
   }
 }

@@ -20,7 +20,7 @@ import { createApp } from './app.js';
 import type { AppServices } from './app-services.js';
 import { every, PauseLog } from './background.js';
 import { createEngine } from './engine-from-config.js';
-import { oneStarterAtATime, PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, startJobs } from './jobs.js';
+import { PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, settingUpJobs, startJobs } from './jobs.js';
 import { Metrics } from './metrics.js';
 
 export interface RunningServer {
@@ -156,10 +156,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
     }
     return jobs;
   };
-  // One instance at a time sets its jobs up (pg-boss's schema and queues, the first runs): three
-  // instances starting together on an empty database deadlocked in pg-boss's queue creation (each
-  // queue is a partition attached to pg-boss's job table while another instance sent into it).
-  const jobs = await oneStarterAtATime(db.url, startingJobs).catch(async (err: unknown) => {
+  const jobs = await settingUpJobs(startingJobs).catch(async (err: unknown) => {
     await db.close().catch(() => {});
     throw err;
   });
