@@ -1,7 +1,14 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
 import type { Config } from '../core/config.js';
-import { applicationName, checkSessionBounds, openDatabase, whenWritable } from '../core/database.js';
+import {
+  applicationName,
+  checkSessionBounds,
+  type Database,
+  openDatabase,
+  whenWritable,
+} from '../core/database.js';
 import { onDropConnections, setFailpoints } from '../core/failpoints.js';
 import type { Jobs } from '../core/jobs.js';
 import { createLogger } from '../core/logger.js';
@@ -103,60 +110,9 @@ export async function startServer(config: Config): Promise<RunningServer> {
     payments,
     countOutcome: (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
   };
-  const startingJobs = async (): Promise<Jobs> => {
-    const jobs = await startJobs(config, db.url, logger);
-    try {
-      const pauses = new PauseLog(logger);
-      // A run works off the whole backlog, paced (PURGE_BUSY_PERCENT); the next run starts only after it.
-      await every(
-        jobs,
-        pauses,
-        'purge-expired',
-        { intervalMs: config.PURGE_INTERVAL_MS, expireInMs: PURGE_EXPIRE_MS },
-        async (signal) => {
-          const purged = await purgeExpired(db.sequelize, {
-            maxBatches: Number.POSITIVE_INFINITY,
-            busyPercent: config.PURGE_BUSY_PERCENT,
-            tombstoneDays: config.IDEMPOTENCY_TOMBSTONE_DAYS,
-            signal,
-            onBatch: (deleted) => {
-              metrics.purged.inc(deleted);
-              metrics.idempotency.inc({ operation: 'all', outcome: 'purged' }, deleted);
-            },
-          });
-          if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
-        },
-      );
-      await every(
-        jobs,
-        pauses,
-        'payment-recoverer',
-        { intervalMs: config.RECOVERER_INTERVAL_MS, expireInMs: RECOVERER_EXPIRE_MS },
-        async () => {
-          try {
-            const taken = await recoverExpiredPayments(payments, 20, (scopeKey, err) =>
-              logger.error({ err, scopeKey }, 'payment recovery failed; retried next round'),
-            );
-            metrics.recovererRuns.inc({ result: 'ok' });
-            metrics.recovererTakeovers.inc(taken);
-            if (taken > 0) {
-              metrics.idempotency.inc({ operation: PAYMENT_OPERATION, outcome: 'lease_takeover' }, taken);
-              logger.info({ taken }, 'expired payment leases taken over');
-            }
-          } catch (err) {
-            metrics.recovererRuns.inc({ result: 'error' });
-            throw err;
-          }
-        },
-      );
-    } catch (err) {
-      // Set-up failed half way: the job runner's pool and workers must not outlive the start.
-      await jobs.stop(config.SHUTDOWN_TIMEOUT_MS).catch(() => {});
-      throw err;
-    }
-    return jobs;
-  };
-  const jobs = await settingUpJobs(startingJobs).catch(async (err: unknown) => {
+  const jobs = await settingUpJobs(() =>
+    startBackgroundWork({ config, db, logger, metrics, payments }),
+  ).catch(async (err: unknown) => {
     await db.close().catch(() => {});
     throw err;
   });
@@ -194,4 +150,69 @@ export async function startServer(config: Config): Promise<RunningServer> {
       return closing;
     },
   };
+}
+
+/**
+ * The job runner and this service's recurring work on it: the purge of expired records (with their
+ * tombstones) and the payment recoverer's sweep. Stops the runner again if any of it fails.
+ */
+async function startBackgroundWork(deps: {
+  config: Config;
+  db: Database;
+  logger: Logger;
+  metrics: Metrics;
+  payments: PaymentDeps;
+}): Promise<Jobs> {
+  const { config, db, logger, metrics, payments } = deps;
+  const jobs = await startJobs(config, db.url, logger);
+  try {
+    const pauses = new PauseLog(logger);
+    // A run works off the whole backlog, paced (PURGE_BUSY_PERCENT); the next run starts only after it.
+    await every(
+      jobs,
+      pauses,
+      'purge-expired',
+      { intervalMs: config.PURGE_INTERVAL_MS, expireInMs: PURGE_EXPIRE_MS },
+      async (signal) => {
+        const purged = await purgeExpired(db.sequelize, {
+          maxBatches: Number.POSITIVE_INFINITY,
+          busyPercent: config.PURGE_BUSY_PERCENT,
+          tombstoneDays: config.IDEMPOTENCY_TOMBSTONE_DAYS,
+          signal,
+          onBatch: (deleted) => {
+            metrics.purged.inc(deleted);
+            metrics.idempotency.inc({ operation: 'all', outcome: 'purged' }, deleted);
+          },
+        });
+        if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
+      },
+    );
+    await every(
+      jobs,
+      pauses,
+      'payment-recoverer',
+      { intervalMs: config.RECOVERER_INTERVAL_MS, expireInMs: RECOVERER_EXPIRE_MS },
+      async () => {
+        try {
+          const taken = await recoverExpiredPayments(payments, 20, (scopeKey, err) =>
+            logger.error({ err, scopeKey }, 'payment recovery failed; retried next round'),
+          );
+          metrics.recovererRuns.inc({ result: 'ok' });
+          metrics.recovererTakeovers.inc(taken);
+          if (taken > 0) {
+            metrics.idempotency.inc({ operation: PAYMENT_OPERATION, outcome: 'lease_takeover' }, taken);
+            logger.info({ taken }, 'expired payment leases taken over');
+          }
+        } catch (err) {
+          metrics.recovererRuns.inc({ result: 'error' });
+          throw err;
+        }
+      },
+    );
+  } catch (err) {
+    // Set-up failed half way: the job runner's pool and workers must not outlive the start.
+    await jobs.stop(config.SHUTDOWN_TIMEOUT_MS).catch(() => {});
+    throw err;
+  }
+  return jobs;
 }
