@@ -51,12 +51,6 @@ export function isLockNotAvailable(err: unknown): boolean {
   return false;
 }
 
-/** The database ended a transaction as a deadlock's victim (it was rolled back whole). */
-export function isDeadlock(err: unknown): boolean {
-  for (const e of chainOf(err)) if (e.code === PG_DEADLOCK) return true;
-  return false;
-}
-
 /**
  * The write hit our own lock_timeout (it waited on a row another transaction holds, e.g. a concurrent
  * create of the same merchantOrderNo under another key) or a deadlock: the database could not serve

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../core/config.js';
 import { applicationName } from '../core/database.js';
-import { isDatabaseUnavailable, isDeadlock } from '../core/db-errors.js';
+import { isDatabaseBusy, isDatabaseUnavailable } from '../core/db-errors.js';
 import { Jobs } from '../core/jobs.js';
 
 /**
@@ -37,12 +37,13 @@ export async function startJobs(config: Config, url: string, logger: Logger): Pr
 }
 
 /**
- * Runs `setup` (the job runner's schema, queues and first runs), again when the database picked it
- * as a deadlock's victim (everything of that attempt was rolled back; `setup` stops what it started
- * before it fails). Three instances starting together on an empty database met such a deadlock in
- * pg-boss's queue creation (each queue is a partition attached to pg-boss's job table while another
- * instance sends into it); every step of the set-up is idempotent (queues and the first runs are
- * created once whoever gets there first). A lock held across the set-up was tried instead: it needs
+ * Runs `setup` (the job runner's schema, queues and first runs), again when the database refused it
+ * for a lock: a deadlock's victim, or a lock wait past the role's `lock_timeout` (the wait bound, 1 s
+ * by default, that deploy/ha's role carries); everything of that attempt was rolled back, and `setup`
+ * stops what it started before it fails. Instances starting together meet both in pg-boss's queue
+ * creation (each queue is a partition attached to pg-boss's job table while another instance sends
+ * into it, or creates the same queue); every step of the set-up is idempotent (queues and the first
+ * runs are created once, whoever gets there first). A lock held across the set-up was tried instead: it needs
  * a second server connection, which a PgBouncer pool of one does not have.
  */
 export async function settingUpJobs<T>(setup: () => Promise<T>, attempts = 5): Promise<T> {
@@ -50,7 +51,7 @@ export async function settingUpJobs<T>(setup: () => Promise<T>, attempts = 5): P
     try {
       return await setup();
     } catch (err) {
-      if (attempt >= attempts || !isDeadlock(err)) throw err;
+      if (attempt >= attempts || !isDatabaseBusy(err)) throw err;
       await sleep(50 + Math.random() * 200 * attempt);
     }
   }

@@ -29,7 +29,13 @@ describe('payments: a gateway outage of a few seconds over 3 instances strands n
     db = await createIsolatedDatabase('outage');
     slot = await startGatewaySlot();
     await slot.simulator();
-    instances = await startInstancesInParallel(3, shortLeaseEnv(db.url, slot.url));
+    // A lease long enough that no attempt outlives it: with 1.5 s, a loaded CI machine let an
+    // attempt (Tx 1, the 5xx, the mark) run past its lease, the recoverer took it over and the
+    // fenced first request rightly answered 202, not the 503 this test asserts of every first answer.
+    instances = await startInstancesInParallel(
+      3,
+      shortLeaseEnv(db.url, slot.url, { IDEMPOTENCY_LEASE_MS: '8000', GATEWAY_TIMEOUT_MS: '2000' }),
+    );
   });
   after(async () => {
     await Promise.all((instances ?? []).map((i) => i.stop()));

@@ -3,12 +3,14 @@ import { settingUpJobs } from '../../server/jobs.js';
 
 const deadlock = () => Object.assign(new Error('deadlock detected'), { code: '40P01' });
 
-describe('start-up: the job set-up again after a deadlock', () => {
-  it('when the set-up is a deadlock victim twice, then it runs a third time and its result is returned', async () => {
+describe('start-up: the job set-up again after a deadlock or a lock time-out', () => {
+  it('when the set-up is a deadlock victim, then waits past the lock bound, then it runs a third time and its result is returned', async () => {
     let calls = 0;
     const result = await settingUpJobs(async () => {
       calls += 1;
-      if (calls < 3) throw deadlock();
+      if (calls === 1) throw deadlock();
+      if (calls === 2)
+        throw Object.assign(new Error('canceling statement due to lock timeout'), { code: '55P03' });
       return 'ready';
     });
     expect(result).to.equal('ready');
