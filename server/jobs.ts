@@ -46,13 +46,16 @@ export async function startJobs(config: Config, url: string, logger: Logger): Pr
  * runs are created once, whoever gets there first). A lock held across the set-up was tried instead: it needs
  * a second server connection, which a PgBouncer pool of one does not have.
  */
-export async function settingUpJobs<T>(setup: () => Promise<T>, attempts = 5): Promise<T> {
+export async function settingUpJobs<T>(setup: () => Promise<T>, withinMs = 60_000): Promise<T> {
+  // As long as start-up waits for a database (DB_STARTUP_TIMEOUT_MS's default): another instance
+  // creating pg-boss's schema over a synchronously replicated cluster holds its locks for seconds.
+  const deadline = Date.now() + withinMs;
   for (let attempt = 1; ; attempt++) {
     try {
       return await setup();
     } catch (err) {
-      if (attempt >= attempts || !isDatabaseBusy(err)) throw err;
-      await sleep(50 + Math.random() * 200 * attempt);
+      if (Date.now() >= deadline || !isDatabaseBusy(err)) throw err;
+      await sleep(50 + Math.random() * Math.min(1000, 100 * attempt));
     }
   }
 }

@@ -110,8 +110,9 @@ export async function startServer(config: Config): Promise<RunningServer> {
     payments,
     countOutcome: (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
   };
-  const jobs = await settingUpJobs(() =>
-    startBackgroundWork({ config, db, logger, metrics, payments }),
+  const jobs = await settingUpJobs(
+    () => startBackgroundWork({ config, db, logger, metrics, payments }),
+    config.DB_STARTUP_TIMEOUT_MS,
   ).catch(async (err: unknown) => {
     await db.close().catch(() => {});
     throw err;

@@ -17,7 +17,7 @@ describe('start-up: the job set-up again after a deadlock or a lock time-out', (
     expect(calls).to.equal(3);
   });
 
-  it('when the set-up fails otherwise, or deadlocks every time, then the error is thrown (no endless retry)', async () => {
+  it('when the set-up fails otherwise, or deadlocks until its time is up, then the error is thrown (no endless retry)', async () => {
     let calls = 0;
     const other = await settingUpJobs(async () => {
       calls += 1;
@@ -29,8 +29,8 @@ describe('start-up: the job set-up again after a deadlock or a lock time-out', (
     const always = await settingUpJobs(async () => {
       calls += 1;
       throw deadlock();
-    }, 3).catch((err: Error) => err.message);
+    }, 300).catch((err: Error) => err.message);
     expect(always).to.equal('deadlock detected');
-    expect(calls).to.equal(3);
+    expect(calls).to.be.greaterThan(1);
   });
 });
