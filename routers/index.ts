@@ -1,3 +1,4 @@
+import './event-renderers.js';
 import { ordersRouter } from './orders/orders.router.js';
 import { paymentsRouter } from './payments/payments.router.js';
 import { tokensRouter } from './tokens/tokens.router.js';

@@ -1,0 +1,149 @@
+import type { Sequelize } from 'sequelize';
+import { sqlRows } from '../core/sql.js';
+import { renderEventData } from './render.js';
+
+/** CONTRACT section 12's types. */
+export const EVENT_TYPES = [
+  'order.created',
+  'order.paid',
+  'payment.succeeded',
+  'payment.failed',
+  'refund.succeeded',
+  'refund.failed',
+  'export.succeeded',
+  'export.failed',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** An Event as the API shows it (CONTRACT section 12). */
+export interface EventDto {
+  id: string;
+  type: string;
+  createdAt: string;
+  data: unknown;
+}
+
+/** A position in the feed: the event's transaction id and sequence number (its id says both). */
+export interface Position {
+  txId: bigint;
+  seq: bigint;
+}
+
+export const START: Position = { txId: 0n, seq: 0n };
+
+const ID = /^evt_(\d{1,20})_(\d{1,19})$/;
+
+/** The position an event id (or a cursor: the same form) names; undefined when it is not one. */
+export function parsePosition(cursor: string): Position | undefined {
+  const m = ID.exec(cursor);
+  if (!m) return undefined;
+  const txId = BigInt(m[1]);
+  const seq = BigInt(m[2]);
+  if (txId >= 2n ** 64n || seq >= 2n ** 63n) return undefined;
+  return { txId, seq };
+}
+
+export const formatPosition = (p: Position): string => `evt_${p.txId}_${p.seq}`;
+
+export interface FeedQuery {
+  /** Only this tenant's events; every tenant's when undefined (a relay). */
+  tenantId?: string;
+  /** Only the events of this user's resources (a user's view); all of the tenant's when undefined. */
+  userId?: string;
+  after: Position;
+  limit: number;
+  types?: readonly string[];
+}
+
+interface EventRow {
+  id: string;
+  tx_id: string;
+  seq: string;
+  tenant_id: string;
+  user_id: string | null;
+  type: string;
+  row: Record<string, unknown>;
+  created_at: Date;
+}
+
+export interface FeedEvent {
+  position: Position;
+  tenantId: string;
+  userId: string | null;
+  event: EventDto;
+}
+
+/**
+ * The events after `after`, in feed order, that no later commit can precede.
+ *
+ * The trap (DESIGN "Events: the transactional outbox"): sequence numbers are taken at INSERT and
+ * transactions commit in another order, so "seq > last seen" skips an event whose transaction was
+ * still open when a later one was read. Here the order is (tx_id, seq) and only events of
+ * transactions below the statement's snapshot xmin are shown: each of those has ended, and every
+ * transaction still open or yet to start has a tx_id at or above that xmin, so nothing can ever
+ * appear before a position already read. The cost: an event waits for every older writing
+ * transaction (in the whole cluster) to end; the service keeps its writing transactions short.
+ */
+export async function readFeed(sequelize: Sequelize, q: FeedQuery): Promise<FeedEvent[]> {
+  const values: unknown[] = [q.after.txId.toString(), q.after.seq.toString(), q.limit];
+  const where: string[] = [
+    '(e.tx_id, e.seq) > ($1::xid8, $2::bigint)',
+    'e.tx_id < pg_snapshot_xmin(pg_current_snapshot())',
+  ];
+  if (q.tenantId !== undefined) {
+    values.push(q.tenantId);
+    where.push(`e.tenant_id = $${values.length}`);
+  }
+  if (q.userId !== undefined) {
+    values.push(q.userId);
+    where.push(`e.user_id = $${values.length}`);
+  }
+  if (q.types && q.types.length > 0) {
+    values.push(q.types);
+    where.push(`e.type = ANY ($${values.length}::text[])`);
+  }
+  const rows = await sqlRows<EventRow>(
+    sequelize,
+    `SELECT e.id, e.tx_id::text AS tx_id, e.seq, e.tenant_id, e.user_id, e.type, e.row, e.created_at
+       FROM events e WHERE ${where.join(' AND ')} ORDER BY e.tx_id, e.seq LIMIT $3`,
+    values,
+  );
+  return rows.map(toFeedEvent);
+}
+
+export function toFeedEvent(r: EventRow): FeedEvent {
+  return {
+    position: { txId: BigInt(r.tx_id), seq: BigInt(r.seq) },
+    tenantId: r.tenant_id,
+    userId: r.user_id === null ? null : String(r.user_id),
+    event: {
+      id: r.id,
+      type: r.type,
+      createdAt: new Date(r.created_at).toISOString(),
+      data: renderEventData(r.type, r.row),
+    },
+  };
+}
+
+/** The events of one id (a webhook delivery's), or undefined once purged. */
+export async function readEvent(sequelize: Sequelize, id: string): Promise<FeedEvent | undefined> {
+  const rows = await sqlRows<EventRow>(
+    sequelize,
+    `SELECT e.id, e.tx_id::text AS tx_id, e.seq, e.tenant_id, e.user_id, e.type, e.row, e.created_at
+       FROM events e WHERE e.id = $1`,
+    [id],
+  );
+  return rows[0] && toFeedEvent(rows[0]);
+}
+
+/** Deletes events older than the retention (CONTRACT section 8 EVENT_RETENTION_DAYS), a batch at a time. */
+export async function purgeEvents(sequelize: Sequelize, retentionDays: number, batch = 5000): Promise<number> {
+  const rows = await sqlRows<{ n: string }>(
+    sequelize,
+    `WITH gone AS (DELETE FROM events WHERE seq IN (
+        SELECT seq FROM events WHERE created_at < now() - make_interval(days => $1) LIMIT $2)
+      RETURNING 1) SELECT count(*)::text AS n FROM gone`,
+    [retentionDays, batch],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
