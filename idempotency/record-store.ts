@@ -115,13 +115,12 @@ export function finishStatement(final: FinalState, guard?: string): string {
   return guard ? `SELECT ${call} WHERE ${guard};` : `SELECT ${call};`;
 }
 
-/** The read of a key's record ($1: the scope key): the replay's one round trip. */
-export const READ_RECORD_SQL = `SELECT request_hash AS "requestHash", status, resource_id AS "resourceId", response_body AS "responseBody",
-        http_status AS "httpStatus", owner_token AS "ownerToken", field_hashes AS "fieldHashes",
-        (lease_until IS NOT NULL AND lease_until < now()) AS "leaseExpired", (expires_at < now()) AS expired,
-        CASE WHEN lease_until IS NULL THEN NULL
-             ELSE GREATEST(0, EXTRACT(EPOCH FROM lease_until - now()) * 1000)::float8 END AS "leaseLeftMs"
- FROM idempotency_records WHERE scope_key = $1`;
+/**
+ * The read of a key's record ($1: the scope key): the replay's one round trip. Its columns are those of
+ * `idem_record_view` (migration 20261127000002), the one definition that idem_auth_read and
+ * idem_execute read a record through too.
+ */
+export const READ_RECORD_SQL = 'SELECT * FROM idem_record_view($1)';
 
 export async function readRecord(sequelize: Sequelize, scopeKey: string): Promise<StoredRecord | undefined> {
   const rows = await sqlRows<StoredRecord>(sequelize, READ_RECORD_SQL, [scopeKey]);

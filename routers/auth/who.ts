@@ -26,7 +26,7 @@ type Joined = { userStatus: User['status'] | null; userRole: User['role'] | null
  * same round trip (the engine's read-first fast path: a replay is then answered from this one read).
  * One call of `idem_auth_read` (migration 20261124000001-hot-path-functions.cjs: PL/pgSQL, so its
  * plan is kept per connection; the same join sent as text was planned on every request, five times
- * the cost of running it). Its record columns are those of READ_RECORD_SQL.
+ * the cost of running it). Its record columns are idem_record_view's, as READ_RECORD_SQL's are.
  */
 export async function readUser(
   sequelize: Sequelize,
