@@ -35,6 +35,8 @@ export class NatsBus {
     readonly stream: string,
     private readonly subjectPrefix: string,
     private readonly ackTimeoutMs: number,
+    /** The stream's duplicate window as it is (an existing stream keeps its own). */
+    readonly duplicateWindowMs: number,
   ) {}
 
   static async connect(options: NatsBusOptions): Promise<NatsBus> {
@@ -45,11 +47,12 @@ export class NatsBus {
       timeout: options.connectTimeoutMs ?? 5000,
       name: 'events-publisher',
     });
+    let info: StreamInfo;
     try {
       const maxAge = options.maxAgeMs ?? 0;
       // JetStream refuses a duplicate window longer than the stream's max age.
       const window = Math.min(options.duplicateWindowMs ?? 120_000, maxAge || Number.POSITIVE_INFINITY);
-      await ensureStream(await connection.jetstreamManager(), stream, prefix, {
+      info = await ensureStream(await connection.jetstreamManager(), stream, prefix, {
         duplicate_window: window * NANOS_PER_MS,
         max_age: maxAge * NANOS_PER_MS,
       });
@@ -57,7 +60,8 @@ export class NatsBus {
       await connection.close();
       throw err;
     }
-    return new NatsBus(connection, stream, prefix, options.ackTimeoutMs ?? 5000);
+    const window = (info.config.duplicate_window ?? 0) / NANOS_PER_MS;
+    return new NatsBus(connection, stream, prefix, options.ackTimeoutMs ?? 5000, window);
   }
 
   subjectFor(tenantId: string, type: string): string {
@@ -81,9 +85,19 @@ export class NatsBus {
     return { stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate };
   }
 
-  /** Drains: publishes in flight get their acks before the connection closes. */
-  async close(): Promise<void> {
-    if (!this.connection.isClosed()) await this.connection.drain();
+  /**
+   * Drains: publishes in flight get their acks before the connection closes. A drain that does not
+   * end within `timeoutMs` (the server went away: the client is reconnecting) closes at once.
+   */
+  async close(timeoutMs = 5000): Promise<void> {
+    if (this.connection.isClosed()) return;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), timeoutMs);
+    });
+    const drained = await Promise.race([this.connection.drain().catch(() => 'late' as const), late]);
+    clearTimeout(timer);
+    if (drained === 'late' && !this.connection.isClosed()) await this.connection.close();
   }
 }
 
@@ -93,7 +107,7 @@ async function ensureStream(
   name: string,
   prefix: string,
   limits: { duplicate_window: number; max_age: number },
-) {
+): Promise<StreamInfo> {
   const subject = `${prefix}.>`;
   const existing = () =>
     manager.streams.info(name).catch((err: NatsError) => {
@@ -103,15 +117,16 @@ async function ensureStream(
   const check = (info: StreamInfo) => {
     if (!info.config.subjects?.includes(subject))
       throw new Error(`the NATS stream ${name} exists without the subjects ${subject}; add them or remove the stream`);
+    return info;
   };
   const found = await existing();
   if (found) return check(found);
   try {
-    await manager.streams.add({ name, subjects: [subject], ...limits });
+    return await manager.streams.add({ name, subjects: [subject], ...limits });
   } catch (err) {
     // Another instance created it between our info and add (with other limits: "already in use").
     const raced = await existing();
     if (!raced) throw err;
-    check(raced);
+    return check(raced);
   }
 }

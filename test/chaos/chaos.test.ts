@@ -20,6 +20,9 @@ describe('chaos: randomized fault schedules checked against the protocol model (
         const report = await runChaos({ seed, durationMs: 12000, databaseUrl: db.url });
         const first = report.result.violations[0];
         expect(report.requests, 'the clients ran').to.be.greaterThan(100);
+        expect(report.result.checked['one-event-per-change'], 'the outbox was checked').to.be.greaterThan(
+          100,
+        );
         expect(report.schedule).to.deep.equal(drawSchedule(seed, 12000, { instances: 3 }).map(describeFault));
         if (report.drawn.some((f) => f.kind === 'gateway-ignore-key'))
           expect(report.reconcile, 'reconcile --repair ran').to.match(/^exit 0/);

@@ -14,6 +14,7 @@ const EMPTY: FinalState = {
   processingRecords: [],
   payments: [],
   orders: [],
+  events: [],
   ledger: { charges: [], refunds: [] },
 };
 let seq = 0;
@@ -59,6 +60,19 @@ const payment = {
   resumable: false,
 };
 const charge = (chargeId: string) => ({ paymentNo: 'PN1', chargeId, status: 'SUCCEEDED', amount: '10.00' });
+let eventSeq = 0;
+const event = (type: string, resourceId: string, tenant = 't') => ({
+  id: `evt_1_${++eventSeq}`,
+  tenant,
+  type,
+  resourceId,
+});
+/** The outbox a consistent run leaves: order o1 created and paid by payment p1. */
+const PAID_EVENTS = [
+  event('order.created', 'o1'),
+  event('payment.succeeded', 'p1'),
+  event('order.paid', 'o1'),
+];
 
 // The checker must be able to fail: each invariant is shown a history that breaks it.
 describe('chaos checker: each invariant catches a history that breaks it', () => {
@@ -66,7 +80,8 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
     const final: FinalState = {
       ...EMPTY,
       payments: [{ ...payment, status: 'SUCCEEDED', chargeId: 'c1' }],
-      orders: [{ tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+      orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+      events: PAID_EVENTS,
       ledger: { charges: [charge('c1')], refunds: [] },
     };
     expect(
@@ -104,7 +119,8 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
     const final: FinalState = {
       ...EMPTY,
       payments: [{ ...payment, status: 'SUCCEEDED', chargeId: 'c1' }],
-      orders: [{ tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+      orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+      events: PAID_EVENTS,
       ledger: { charges: [charge('c1'), charge('c2')], refunds: [] },
     };
     expect(broken([], final)).to.include('one-charge-per-order');
@@ -116,7 +132,7 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
     const final: FinalState = {
       ...EMPTY,
       payments: [{ ...payment, status: 'SUCCEEDED', chargeId: 'c1' }],
-      orders: [{ tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+      orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
       ledger: { charges: [charge('c1')], refunds: [{ chargeId: 'c1' }] },
     };
     expect(broken([], final)).to.include('succeeded-has-its-charge');
@@ -126,7 +142,7 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
       ...EMPTY,
       processingRecords: [{ scopeKey: 's', ageMs: 9000 }],
       payments: [{ ...payment, status: 'PROCESSING', chargeId: null, resumable: true }],
-      orders: [{ tenant: 't', merchantOrderNo: 'mo-1', status: 'CREATED', amount: '10.00' }],
+      orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'CREATED', amount: '10.00' }],
     };
     expect(broken([], final)).to.include.members(['nothing-stranded', 'no-processing-after-heal']);
   });
@@ -141,7 +157,8 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
     const kept: FinalState = {
       ...EMPTY,
       payments: [{ ...payment, status: 'SUCCEEDED', chargeId: 'c1' }],
-      orders: [{ tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+      orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+      events: PAID_EVENTS,
       ledger: { charges: [charge('c1')], refunds: [] },
     };
     expect(broken([req(paidAnswer)], kept)).to.deep.equal([]);
@@ -149,8 +166,54 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
     const lostStatus: FinalState = {
       ...EMPTY,
       payments: [{ ...payment, status: 'PROCESSING', chargeId: null, resumable: true }],
-      orders: [{ tenant: 't', merchantOrderNo: 'mo-1', status: 'CREATED', amount: '10.00' }],
+      orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'CREATED', amount: '10.00' }],
     };
     expect(broken([req(paidAnswer)], lostStatus)).to.include('acknowledged-payment-kept');
+  });
+  it('when an event is missing or written twice, or written for a PROCESSING payment, an unpaid order or a resource that does not exist, then one-event-per-change', () => {
+    const paid: FinalState = {
+      ...EMPTY,
+      payments: [{ ...payment, status: 'SUCCEEDED', chargeId: 'c1' }],
+      orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+      events: PAID_EVENTS,
+      ledger: { charges: [charge('c1')], refunds: [] },
+    };
+    const withEvents = (events: FinalState['events']) => broken([], { ...paid, events });
+    expect(withEvents(PAID_EVENTS)).to.deep.equal([]);
+    // A refund's or an export's event is not the run's business.
+    expect(withEvents([...PAID_EVENTS, event('refund.succeeded', 'r1')])).to.deep.equal([]);
+    const [created, succeeded, orderPaid] = PAID_EVENTS;
+    // A duplicate: the same change's event twice (two ids).
+    expect(withEvents([...PAID_EVENTS, { ...succeeded, id: 'evt_2_9' }])).to.deep.equal([
+      'one-event-per-change',
+    ]);
+    expect(withEvents([created, succeeded, orderPaid, { ...created, id: 'evt_2_9' }])).to.deep.equal([
+      'one-event-per-change',
+    ]);
+    // A committed change without its event.
+    expect(withEvents([created, succeeded])).to.deep.equal(['one-event-per-change']);
+    expect(withEvents([created, orderPaid])).to.deep.equal(['one-event-per-change']);
+    // An event of another status than the row's, of an order or payment that is not there (another id, another tenant).
+    expect(withEvents([created, { ...succeeded, type: 'payment.failed' }, orderPaid])).to.deep.equal([
+      'one-event-per-change',
+    ]);
+    expect(withEvents([...PAID_EVENTS, event('order.created', 'o2')])).to.deep.equal([
+      'one-event-per-change',
+    ]);
+    expect(withEvents([...PAID_EVENTS, event('payment.failed', 'p1', 'other')])).to.deep.equal([
+      'one-event-per-change',
+    ]);
+    // An unpaid order with order.paid; a PROCESSING payment with an event.
+    const open: FinalState = {
+      ...EMPTY,
+      payments: [{ ...payment, status: 'PROCESSING', chargeId: null }],
+      orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'CREATED', amount: '10.00' }],
+      events: [created],
+    };
+    expect(broken([], open)).to.deep.equal(['nothing-stranded']);
+    expect(broken([], { ...open, events: [created, orderPaid] })).to.include('one-event-per-change');
+    expect(broken([], { ...open, events: [created, event('payment.failed', 'p1')] })).to.include(
+      'one-event-per-change',
+    );
   });
 });

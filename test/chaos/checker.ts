@@ -38,6 +38,8 @@ export const INVARIANTS = {
     'each merchantOrderNo that was answered 201 exists exactly once, with the amount sent',
   'acknowledged-payment-kept':
     'each payment answered with a success exists afterwards, with the status that answer gave (SUCCEEDED stays SUCCEEDED)',
+  'one-event-per-change':
+    'every committed change has exactly one event: each order one order.created, each PAID order one order.paid (others none), each SUCCEEDED/FAILED payment one payment.<status> (PROCESSING none), no event of a resource that does not exist',
 } as const;
 
 export type InvariantName = keyof typeof INVARIANTS;
@@ -220,6 +222,44 @@ export function check(history: HistoryEvent[], final: FinalState, limits: Limits
         `#${r.seq} answered ${said?.paymentNo} ${said?.status} but the row is ${JSON.stringify(kept ?? null)}`,
         [r],
       );
+  }
+
+  // --- the outbox: one event per committed change (CONTRACT section 12) ---------------------------
+  // Events of other resources (refunds, exports) are not the run's: only orders and payments are.
+  const eventsOf = new Map<string, string[]>();
+  for (const e of final.events) {
+    const resource = e.type.slice(0, e.type.indexOf('.'));
+    if (resource !== 'order' && resource !== 'payment') continue;
+    const key = `${e.tenant}/${resource}/${e.resourceId}`;
+    eventsOf.set(key, [...(eventsOf.get(key) ?? []), e.type]);
+  }
+  const expectOnce = (key: string, expected: string[], what: string, order: string) => {
+    checked['one-event-per-change'] += 1;
+    const got = [...(eventsOf.get(key) ?? [])].sort();
+    eventsOf.delete(key);
+    const want = [...expected].sort();
+    if (JSON.stringify(got) !== JSON.stringify(want))
+      fail(
+        'one-event-per-change',
+        `${what} has events [${got.join(', ')}], expected [${want.join(', ')}]`,
+        slice(requests, order),
+      );
+  };
+  for (const o of final.orders) {
+    const order = `${o.tenant}/${o.merchantOrderNo}`;
+    const want = o.status === 'PAID' ? ['order.created', 'order.paid'] : ['order.created'];
+    expectOnce(`${o.tenant}/order/${o.id}`, want, `order ${o.id} (${order}, ${o.status})`, order);
+  }
+  for (const p of final.payments) {
+    const order = `${p.tenant}/${p.merchantOrderNo}`;
+    const want =
+      p.status === 'SUCCEEDED' || p.status === 'FAILED' ? [`payment.${p.status.toLowerCase()}`] : [];
+    expectOnce(`${p.tenant}/payment/${p.id}`, want, `payment ${p.paymentNo} (${order}, ${p.status})`, order);
+  }
+  // What is left names no order or payment there is.
+  for (const [key, types] of eventsOf) {
+    checked['one-event-per-change'] += 1;
+    fail('one-event-per-change', `events [${types.join(', ')}] of ${key}, which does not exist`, []);
   }
   return { violations, checked };
 }

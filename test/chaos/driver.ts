@@ -675,22 +675,28 @@ async function finalState(admin: AdminLink, gateway: GatewaySlot, tenants: strin
      WHERE status = 'PROCESSING' AND split_part(scope_key, ':', 1) = ANY($1)`,
     [tenants],
   );
-  const payments = await admin.query<FinalState['payments'][number]>(
-    `SELECT id, payment_no AS "paymentNo", merchant_id AS tenant, merchant_order_no AS "merchantOrderNo", status,
-            charge_id AS "chargeId", amount::text AS amount, resumable_since IS NOT NULL AS resumable
-     FROM payments WHERE merchant_id = ANY($1)`,
+  // One statement, so one snapshot: the rows and their events as of the same moment.
+  const tables = await admin.query<Pick<FinalState, 'payments' | 'orders' | 'events'>>(
+    `SELECT
+       (SELECT coalesce(json_agg(json_build_object('id', id, 'paymentNo', payment_no, 'tenant', merchant_id,
+                 'merchantOrderNo', merchant_order_no, 'status', status, 'chargeId', charge_id,
+                 'amount', amount::text, 'resumable', resumable_since IS NOT NULL)), '[]')
+          FROM payments WHERE merchant_id = ANY($1)) AS payments,
+       (SELECT coalesce(json_agg(json_build_object('id', id::text, 'tenant', tenant_id,
+                 'merchantOrderNo', merchant_order_no, 'status', status, 'amount', amount::text)), '[]')
+          FROM orders WHERE tenant_id = ANY($1)) AS orders,
+       (SELECT coalesce(json_agg(json_build_object('id', id, 'tenant', tenant_id, 'type', type,
+                 'resourceId', resource_id) ORDER BY tx_id, seq), '[]')
+          FROM events WHERE tenant_id = ANY($1)) AS events`,
     [tenants],
   );
-  const orders = await admin.query<FinalState['orders'][number]>(
-    `SELECT tenant_id AS tenant, merchant_order_no AS "merchantOrderNo", status, amount::text AS amount
-     FROM orders WHERE tenant_id = ANY($1)`,
-    [tenants],
-  );
+  const { payments, orders, events } = tables.rows[0];
   const ledger = await gateway.ledger();
   return {
     processingRecords: processing.rows.map((r) => ({ scopeKey: r.scope_key, ageMs: r.age })),
-    payments: payments.rows,
-    orders: orders.rows,
+    payments,
+    orders,
+    events,
     ledger,
   };
 }

@@ -91,7 +91,9 @@ export interface FinalState {
     amount: string;
     resumable: boolean;
   }>;
-  orders: Array<{ tenant: string; merchantOrderNo: string; status: string; amount: string }>;
+  orders: Array<{ id: string; tenant: string; merchantOrderNo: string; status: string; amount: string }>;
+  /** The outbox of the run's tenants (CONTRACT section 12), read in the same snapshot as the rows. */
+  events: Array<{ id: string; tenant: string; type: string; resourceId: string }>;
   ledger: {
     charges: Array<{ paymentNo: string; chargeId: string; status: string; amount: string }>;
     refunds: Array<{ chargeId: string }>;
