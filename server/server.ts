@@ -12,6 +12,7 @@ import {
 import { onDropConnections, setFailpoints } from '../core/failpoints.js';
 import type { Jobs } from '../core/jobs.js';
 import { createLogger } from '../core/logger.js';
+import { purgeEvents } from '../events/feed.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
 import { Placeholder } from '../idempotency/placeholder.js';
@@ -29,6 +30,8 @@ import { every, PauseLog } from './background.js';
 import { createEngine } from './engine-from-config.js';
 import { PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, settingUpJobs, startJobs } from './jobs.js';
 import { Metrics } from './metrics.js';
+
+const EVENT_PURGE_BATCH = 5000;
 
 export interface RunningServer {
   url: string;
@@ -186,6 +189,19 @@ async function startBackgroundWork(deps: {
           },
         });
         if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
+      },
+    );
+    // Events older than EVENT_RETENTION_DAYS (CONTRACT section 12), a batch at a time until none is left.
+    await every(
+      jobs,
+      pauses,
+      'purge-events',
+      { intervalMs: config.PURGE_INTERVAL_MS, expireInMs: PURGE_EXPIRE_MS },
+      async (signal) => {
+        let purged = 0;
+        for (let n = EVENT_PURGE_BATCH; n === EVENT_PURGE_BATCH && !signal.aborted; purged += n)
+          n = await purgeEvents(db.sequelize, config.EVENT_RETENTION_DAYS, EVENT_PURGE_BATCH);
+        if (purged > 0) logger.info({ purged }, 'events past their retention purged');
       },
     );
     await every(
