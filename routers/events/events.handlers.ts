@@ -43,7 +43,7 @@ const PAGE = 100;
  * it receives the events that become visible after it subscribed. Every event not yet visible has a
  * transaction id at or above the snapshot's xmin, so the position just below it is the head.
  */
-async function headPosition(sequelize: Sequelize): Promise<Position> {
+export async function headPosition(sequelize: Sequelize): Promise<Position> {
   const [row] = await sqlRows<{ xmin: string }>(
     sequelize,
     'SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin',
@@ -52,15 +52,24 @@ async function headPosition(sequelize: Sequelize): Promise<Position> {
 }
 
 /**
- * `events.onEvent`: each visible event as `tracked(id, event)`, in feed order, after `lastEventId`
- * (or after the head when absent), read from the outbox (never from memory) so that any instance
- * serves any subscriber with no gap and no duplicate; the instance's poller (events/feed-waker.ts)
- * only says when to read again. Ends when the client goes (the signal).
+ * Where a subscription starts: after `lastEventId`, or after the head when absent. Taken before the
+ * stream is answered (the resolver awaits it), so that a client that saw the stream start (tRPC's
+ * `connected`, the link's onStarted) and then reads a resource's state misses no later change.
+ */
+export const startPosition = async (sequelize: Sequelize, input: OnEventInput): Promise<Position> =>
+  input?.lastEventId ? positionOf(input.lastEventId) : headPosition(sequelize);
+
+/**
+ * `events.onEvent`: each visible event as `tracked(id, event)`, in feed order, after `start`, read
+ * from the outbox (never from memory) so that any instance serves any subscriber with no gap and no
+ * duplicate; the instance's poller (events/feed-waker.ts) only says when to read again. Ends when the
+ * client goes (the signal).
  */
 export async function* eventStream(
   sequelize: Sequelize,
   auth: Identity,
-  input: OnEventInput,
+  start: Position,
+  types: readonly string[] | undefined,
   signal: AbortSignal,
 ) {
   // A failed poll is not logged here: the subscribers' own reads meet the same database and end
@@ -70,8 +79,7 @@ export async function* eventStream(
     throw new ServiceUnavailable('Too many subscribers on this instance; reconnect later');
   const release = waker.register();
   try {
-    let position = input?.lastEventId ? positionOf(input.lastEventId) : await headPosition(sequelize);
-    const types = input?.types;
+    let position = start;
     while (!signal.aborted) {
       const version = waker.version;
       const page = await readFeed(sequelize, { ...visibleTo(auth), after: position, limit: PAGE, types });

@@ -1,6 +1,6 @@
 import { ok } from '../../core/envelope.js';
 import { authedProcedure, router } from '../trpc.js';
-import { eventStream, listEvents } from './events.handlers.js';
+import { eventStream, listEvents, startPosition } from './events.handlers.js';
 import { eventPageEnvelope, listEventsInput, onEventInput } from './events.schema.js';
 
 const tags = ['events'];
@@ -23,9 +23,9 @@ export const eventsRouter = router({
    * Over SSE only (`GET /trpc/events.onEvent?input=<JSON>`, tRPC's httpSubscriptionLink): not a
    * REST route, so not in the OpenAPI document (README "Events").
    */
-  onEvent: authedProcedure
-    .input(onEventInput)
-    .subscription(({ ctx, input, signal }) =>
-      eventStream(ctx.services.sequelize, ctx.auth, input, signal ?? new AbortController().signal),
-    ),
+  onEvent: authedProcedure.input(onEventInput).subscription(async ({ ctx, input, signal }) => {
+    const { sequelize } = ctx.services;
+    const start = await startPosition(sequelize, input);
+    return eventStream(sequelize, ctx.auth, start, input?.types, signal ?? new AbortController().signal);
+  }),
 });
