@@ -136,6 +136,8 @@ export interface WaitOptions {
   /** Interval of the GET polling fallback; default 1000 ms. */
   pollMs?: number;
   signal?: AbortSignal;
+  /** Told when the subscription has started and the resource, read after that, was not final yet. */
+  onSubscribed?: () => void;
   /** Told when the wait falls back to polling (the subscription could not connect), for logs and tests. */
   onFallback?: (why: string) => void;
 }
@@ -194,7 +196,7 @@ function waitForFinal<T extends { id: string; status: string }>(
     };
     const check = () =>
       read().then(
-        (final) => final && settle(undefined, final),
+        (final) => (final ? settle(undefined, final) : options.onSubscribed?.()),
         (err: unknown) => settle(err),
       );
     const fallBack = (why: string) => {
