@@ -35,6 +35,7 @@ export class FeedWaker {
   private seen = 0;
   /** Subscribers registered (connected) now: what the cap counts. */
   private subscribers = 0;
+  private closing = false;
 
   constructor(
     private readonly sequelize: Sequelize,
@@ -43,6 +44,17 @@ export class FeedWaker {
 
   get subscriberCount(): number {
     return this.subscribers;
+  }
+
+  /** The instance is shutting down: every subscriber's stream is to end (its client reconnects elsewhere). */
+  get closed(): boolean {
+    return this.closing;
+  }
+
+  /** Shutdown: wakes every waiting subscriber, which sees `closed` and ends its stream. */
+  close(): void {
+    this.closing = true;
+    this.wakeAll();
   }
 
   /** Counts a subscriber for as long as it is connected; returns its release. Starts the poller. */
@@ -83,7 +95,7 @@ export class FeedWaker {
       };
       const waiter: Waiter = { tenantId, wake: done };
       const safety = setTimeout(done, SAFETY_WAKE_MS);
-      if (signal.aborted || version !== this.seen) return done();
+      if (signal.aborted || this.closing || version !== this.seen) return done();
       signal.addEventListener('abort', done, { once: true });
       this.waiters.add(waiter);
     });
@@ -128,6 +140,11 @@ export class FeedWaker {
 }
 
 const wakers = new WeakMap<Sequelize, FeedWaker>();
+
+/** Ends every subscription of this process's database (server shutdown); none is taken afterwards. */
+export function closeSubscriptions(sequelize: Sequelize): void {
+  wakers.get(sequelize)?.close();
+}
 
 /** The one waker of this process's database (created at the first subscription). */
 export function feedWaker(sequelize: Sequelize, onError?: (err: unknown) => void): FeedWaker {

@@ -13,6 +13,7 @@ import { onDropConnections, setFailpoints } from '../core/failpoints.js';
 import type { Jobs } from '../core/jobs.js';
 import { createLogger } from '../core/logger.js';
 import { purgeEvents } from '../events/feed.js';
+import { closeSubscriptions } from '../events/feed-waker.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
 import { Placeholder } from '../idempotency/placeholder.js';
@@ -140,6 +141,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
     close() {
       closing ??= (async () => {
         // Stop accepting, let in-flight requests finish (bounded), then release the pool.
+        closeSubscriptions(db.sequelize); // event streams end now; their clients reconnect elsewhere
         const drained = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const timer = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);

@@ -75,6 +75,7 @@ export async function* eventStream(
   // A failed poll is not logged here: the subscribers' own reads meet the same database and end
   // their streams with the error (logged by the transport; the client reconnects from its last id).
   const waker = feedWaker(sequelize);
+  if (waker.closed) throw new ServiceUnavailable('This instance is shutting down; reconnect');
   if (waker.subscriberCount >= MAX_SUBSCRIBERS)
     throw new ServiceUnavailable('Too many subscribers on this instance; reconnect later');
   const release = waker.register();
@@ -88,6 +89,9 @@ export async function* eventStream(
         yield tracked(e.event.id, e.event);
       }
       if (page.length < PAGE) await waker.wait(auth.tenantId, version, signal);
+      // A retryable error, not the end: tRPC's link keeps the subscription and reconnects (a plain
+      // return would end it for good), with its last event id, to another instance.
+      if (waker.closed) throw new ServiceUnavailable('This instance is shutting down; reconnect');
     }
   } finally {
     release();

@@ -105,6 +105,29 @@ describe('events: the subscription (events.onEvent over SSE)', function () {
     resumed.close();
   });
 
+  it('when its instance shuts down (SIGTERM), then the stream ends at once and the subscriber resumes on another instance with no gap and no duplicate', async () => {
+    const tenant = uniqueTenant('sub-term');
+    const adminId = '840000031';
+    const admin = bearer(tenant, adminId, 'admin');
+    // A shutdown that waited for the open stream would outlast this test's time-out.
+    const a = await startInstance({ RECOVERER_INTERVAL_MS: '3600000', SHUTDOWN_TIMEOUT_MS: '600000' });
+    const b = await startInstance({ RECOVERER_INTERVAL_MS: '3600000' });
+    const target = { url: a.url };
+    const sub = subscribe(target, tenant, adminId, 'admin');
+    await sub.started;
+    for (let i = 0; i < 2; i++) await createOrder(b.url, admin, `before-${i}`);
+    await until('2 events arrived from A', () => sub.received.length >= 2);
+    target.url = b.url;
+    expect(await a.stop(), a.output()).to.equal(0);
+    for (let i = 0; i < 2; i++) await createOrder(b.url, admin, `after-${i}`);
+    const feed = await wholeFeed(b.url, admin);
+    expect(feed).to.have.length(4);
+    await until('every event arrived', () => sub.received.length >= 4);
+    expect(ids(sub.received)).to.deep.equal(ids(feed));
+    expect(sub.errors).to.deep.equal([]);
+    sub.close();
+  });
+
   it("when a user subscribes with types, then only their own resources' events of those types arrive", async () => {
     const tenant = uniqueTenant('sub-user');
     const instance = await startInstance({ RECOVERER_INTERVAL_MS: '3600000' });
