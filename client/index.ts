@@ -12,6 +12,11 @@
  * Errors arrive as values: tRPC's TRPCClientError with `data.businessCode`, openapi-fetch's
  * `{ error }` with the envelope's `code`; past the deadline, StillProcessingError (key, Location)
  * or RetriesExhaustedError.
+ *
+ * Events (CONTRACT section 12): `trpc.events.onEvent.subscribe({ types }, { onData })` runs over SSE
+ * and resumes from its last event id after a reconnection; after a 202,
+ * `await waitFor('payment', id)` resolves with the final payment on its event (polling GET when the
+ * subscription cannot connect).
  */
 import { randomUUID } from 'node:crypto';
 import { createTRPCClient, httpLink, httpSubscriptionLink, splitLink, type TRPCLink } from '@trpc/client';
