@@ -33,8 +33,6 @@ export async function listEvents(
   return { items: page.map((e) => e.event), next: formatPosition(last ? last.position : after) };
 }
 
-/** Subscribers one instance serves at once; one more is refused with 503 (its client retries). */
-export const MAX_SUBSCRIBERS = 2000;
 /** Events one read of a subscriber takes; a full page is followed by the next read at once. */
 const PAGE = 100;
 
@@ -71,12 +69,14 @@ export async function* eventStream(
   start: Position,
   types: readonly string[] | undefined,
   signal: AbortSignal,
+  /** Subscribers one instance serves at once (EVENT_MAX_SUBSCRIBERS); one more is refused with 503. */
+  maxSubscribers: number,
 ) {
   // A failed poll is not logged here: the subscribers' own reads meet the same database and end
   // their streams with the error (logged by the transport; the client reconnects from its last id).
   const waker = feedWaker(sequelize);
   if (waker.closed) throw new ServiceUnavailable('This instance is shutting down; reconnect');
-  if (waker.subscriberCount >= MAX_SUBSCRIBERS)
+  if (waker.subscriberCount >= maxSubscribers)
     throw new ServiceUnavailable('Too many subscribers on this instance; reconnect later');
   const release = waker.register();
   try {

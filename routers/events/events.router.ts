@@ -26,6 +26,13 @@ export const eventsRouter = router({
   onEvent: authedProcedure.input(onEventInput).subscription(async ({ ctx, input, signal }) => {
     const { sequelize } = ctx.services;
     const start = await startPosition(sequelize, input);
-    return eventStream(sequelize, ctx.auth, start, input?.types, signal ?? new AbortController().signal);
+    return eventStream(
+      sequelize,
+      ctx.auth,
+      start,
+      input?.types,
+      signal ?? new AbortController().signal,
+      ctx.services.config.EVENT_MAX_SUBSCRIBERS,
+    );
   }),
 });

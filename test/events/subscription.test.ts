@@ -153,6 +153,32 @@ describe('events: the subscription (events.onEvent over SSE)', function () {
     sub.close();
   });
 
+  it('when an instance serves EVENT_MAX_SUBSCRIBERS streams, then one more is refused with 503 in its stream, and admitted once one has gone', async () => {
+    const tenant = uniqueTenant('sub-cap');
+    const adminId = '840000041';
+    const admin = bearer(tenant, adminId, 'admin');
+    const instance = await startInstance({ RECOVERER_INTERVAL_MS: '3600000', EVENT_MAX_SUBSCRIBERS: '1' });
+    const first = subscribe({ url: instance.url }, tenant, adminId, 'admin');
+    await createOrder(instance.url, admin, 'cap-1');
+    await until('the first subscriber is served', () => first.received.length === 1);
+    const refused = await fetch(`${instance.url}/trpc/events.onEvent?input=${encodeURIComponent('{}')}`, {
+      headers: { ...admin, accept: 'text/event-stream' },
+    });
+    const text = await refused.text();
+    expect(text).to.match(/event: serialized-error/);
+    expect(text).to.match(/"httpStatus":503/);
+    first.close();
+    // From the first one's last id: a refusal retried by the client itself (the slot may not be free
+    // yet) then still starts from there, not from a later head.
+    const second = subscribe({ url: instance.url }, tenant, adminId, 'admin', {
+      lastEventId: first.received[0].id,
+    });
+    await createOrder(instance.url, admin, 'cap-2');
+    await until('the second subscriber is served', () => second.received.length >= 1);
+    expect(second.received.map((e) => e.data.merchantOrderNo)).to.deep.equal(['cap-2']);
+    second.close();
+  });
+
   it('when the token is missing or the input is bad, then the stream answers the error and no event', async () => {
     const instance = await startInstance({ RECOVERER_INTERVAL_MS: '3600000' });
     const noToken = await fetch(`${instance.url}/trpc/events.onEvent?input=${encodeURIComponent('{}')}`, {
