@@ -12,10 +12,16 @@
  * Errors arrive as values: tRPC's TRPCClientError with `data.businessCode`, openapi-fetch's
  * `{ error }` with the envelope's `code`; past the deadline, StillProcessingError (key, Location)
  * or RetriesExhaustedError.
+ *
+ * Events (CONTRACT section 12): `trpc.events.onEvent.subscribe({ types }, { onData })` runs over SSE
+ * and resumes from its last event id after a reconnection; after a 202,
+ * `await waitFor('payment', id)` resolves with the final payment on its event (polling GET when the
+ * subscription cannot connect).
  */
 import { randomUUID } from 'node:crypto';
-import { createTRPCClient, httpLink, type TRPCLink } from '@trpc/client';
+import { createTRPCClient, httpLink, httpSubscriptionLink, splitLink, type TRPCLink } from '@trpc/client';
 import { observable } from '@trpc/server/observable';
+import { EventSource } from 'eventsource';
 import createClient from 'openapi-fetch';
 import type { AppRouter } from '../routers/index.js';
 import type { paths } from './openapi-types.js';
@@ -69,22 +75,174 @@ export function idempotencyHeaders(op: { context: Record<string, unknown> }): Re
 export const newIdempotencyKey = (): string => randomUUID();
 
 export function createServiceClient(options: ServiceClientOptions) {
+  const base = options.url.replace(/\/+$/, '');
   const send = retryingFetch(options.retry, options.fetch ?? fetch);
   const authorization = `Bearer ${options.token}`;
+  const plainFetch = options.fetch ?? fetch;
   const trpc = createTRPCClient<AppRouter>({
     links: [
       idempotencyLink(),
-      httpLink({
-        url: `${options.url.replace(/\/+$/, '')}/trpc`,
-        headers: ({ op }) => ({ authorization, ...idempotencyHeaders(op) }),
-        fetch: (url, init) => send(new Request(String(url), init as RequestInit)),
+      splitLink({
+        condition: (op) => op.type === 'subscription',
+        // Subscriptions (events.onEvent) over SSE: an EventSource that sends the Authorization header
+        // (the `eventsource` package takes a fetch); on reconnection the link sends the last event id.
+        true: httpSubscriptionLink({
+          url: `${base}/trpc`,
+          EventSource,
+          eventSourceOptions: {
+            fetch: (input, init) =>
+              plainFetch(input, { ...init, headers: { ...init.headers, authorization } }),
+          },
+        }),
+        false: httpLink({
+          url: `${base}/trpc`,
+          headers: ({ op }) => ({ authorization, ...idempotencyHeaders(op) }),
+          fetch: (url, init) => send(new Request(String(url), init as RequestInit)),
+        }),
       }),
     ],
   });
   const rest = createClient<paths>({
-    baseUrl: options.url.replace(/\/+$/, ''),
+    baseUrl: base,
     headers: { authorization },
     fetch: send,
   });
-  return { trpc, rest };
+  const waitFor = <T extends { id: string; status: string }>(
+    kind: WaitKind,
+    id: string,
+    waitOptions: WaitOptions = {},
+  ): Promise<T> => waitForFinal<T>({ trpc, base, authorization, fetch: plainFetch }, kind, id, waitOptions);
+  return { trpc, rest, waitFor };
+}
+
+/** What `waitFor` waits for: a resource that a 202 answered for, by the path it is read at and its events. */
+export type WaitKind = 'payment' | 'refund' | 'export';
+
+const WAIT_KINDS: Record<WaitKind, { path: (id: string) => string; types: string[] }> = {
+  payment: {
+    path: (id) => `/api/v1/payments/${encodeURIComponent(id)}`,
+    types: ['payment.succeeded', 'payment.failed'],
+  },
+  refund: {
+    path: (id) => `/api/v1/refunds/${encodeURIComponent(id)}`,
+    types: ['refund.succeeded', 'refund.failed'],
+  },
+  export: {
+    path: (id) => `/api/v1/exports/${encodeURIComponent(id)}`,
+    types: ['export.succeeded', 'export.failed'],
+  },
+};
+
+export interface WaitOptions {
+  /** Gives up (rejects with WaitTimeoutError) after this long; default 120000 ms. */
+  timeoutMs?: number;
+  /** Polls GET instead when the subscription has not started within this long; default 3000 ms. */
+  connectTimeoutMs?: number;
+  /** Interval of the GET polling fallback; default 1000 ms. */
+  pollMs?: number;
+  signal?: AbortSignal;
+  /** Told when the subscription has started and the resource, read after that, was not final yet. */
+  onSubscribed?: () => void;
+  /** Told when the wait falls back to polling (the subscription could not connect), for logs and tests. */
+  onFallback?: (why: string) => void;
+}
+
+/** `waitFor` gave up: the resource was still PROCESSING after `timeoutMs` (poll `location` later). */
+export class WaitTimeoutError extends Error {
+  constructor(readonly location: string) {
+    super(`still processing after the wait; poll ${location}`);
+    this.name = 'WaitTimeoutError';
+  }
+}
+
+/**
+ * Resolves with the resource's final transfer object (status no longer PROCESSING) once it is final:
+ * subscribes to events.onEvent for the kind's event types, then, once the stream has started (the
+ * server fixed its starting position before that), reads the resource once, so a change made before
+ * the subscription is not missed; resolves on the resource's event. When the subscription cannot
+ * connect (refused, an error, not started in time) it polls GET instead, until final.
+ */
+function waitForFinal<T extends { id: string; status: string }>(
+  deps: {
+    trpc: ReturnType<typeof createTRPCClient<AppRouter>>;
+    base: string;
+    authorization: string;
+    fetch: typeof fetch;
+  },
+  kind: WaitKind,
+  id: string,
+  options: WaitOptions,
+): Promise<T> {
+  const spec = WAIT_KINDS[kind];
+  const location = spec.path(id);
+  const read = async (): Promise<T | undefined> => {
+    const res = await deps.fetch(`${deps.base}${location}`, {
+      headers: { authorization: deps.authorization },
+    });
+    const body = (await res.json().catch(() => undefined)) as { data?: T } | undefined;
+    if (res.status >= 400 && res.status < 500 && res.status !== 429) {
+      throw new Error(`GET ${location} answered ${res.status}`);
+    }
+    const data = res.ok ? body?.data : undefined;
+    return data && data.status !== 'PROCESSING' ? data : undefined;
+  };
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    let polling = false;
+    const timers: ReturnType<typeof setTimeout>[] = [];
+    const settle = (err: unknown, value?: T) => {
+      if (settled) return;
+      settled = true;
+      for (const t of timers) clearTimeout(t);
+      subscription.unsubscribe();
+      options.signal?.removeEventListener('abort', onAbort);
+      if (err) reject(err);
+      else resolve(value as T);
+    };
+    const check = () =>
+      read().then(
+        (final) => (final ? settle(undefined, final) : options.onSubscribed?.()),
+        (err: unknown) => settle(err),
+      );
+    const fallBack = (why: string) => {
+      if (polling || settled) return;
+      polling = true;
+      options.onFallback?.(why);
+      const tick = async () => {
+        // A failed read (the service unreachable) is tried again at the next tick.
+        await read()
+          .then((final) => final && settle(undefined, final))
+          .catch(() => {});
+        if (!settled) timers.push(setTimeout(tick, options.pollMs ?? 1000));
+      };
+      void tick();
+    };
+    const onAbort = () => settle(options.signal?.reason ?? new Error('aborted'));
+    if (options.signal?.aborted) return onAbort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    timers.push(setTimeout(() => settle(new WaitTimeoutError(location)), options.timeoutMs ?? 120000));
+    const connectTimer = setTimeout(
+      () => fallBack('the subscription did not start in time'),
+      options.connectTimeoutMs ?? 3000,
+    );
+    timers.push(connectTimer);
+    const subscription = deps.trpc.events.onEvent.subscribe(
+      { types: spec.types as never },
+      {
+        onStarted: () => {
+          clearTimeout(connectTimer);
+          void check();
+        },
+        onData: (tracked) => {
+          const data = tracked.data.data as T | undefined;
+          if (data?.id === id && data.status !== 'PROCESSING') settle(undefined, data);
+        },
+        onError: (err) => fallBack(`the subscription failed: ${err.message}`),
+        onConnectionStateChange: (state) => {
+          if (state.state === 'connecting' && state.error)
+            fallBack(`the subscription cannot connect: ${state.error.message}`);
+        },
+      },
+    );
+  });
 }

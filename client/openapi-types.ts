@@ -160,6 +160,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The event feed (admin: tenant; user: own resources), in feed order after a cursor */
+        get: operations["events-list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users": {
         parameters: {
             query?: never;
@@ -3447,6 +3464,176 @@ export interface operations {
                             createdAt: string;
                             /** Format: date-time */
                             updatedAt: string;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "events-list": {
+        parameters: {
+            query?: {
+                after?: string;
+                limit?: number;
+                types?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            items: {
+                                /** @description evt_…: stable for ever; also a cursor (its position in the feed) */
+                                id: string;
+                                /** @enum {string} */
+                                type: "order.created" | "order.paid" | "payment.succeeded" | "payment.failed" | "refund.succeeded" | "refund.failed" | "export.succeeded" | "export.failed";
+                                /** Format: date-time */
+                                createdAt: string;
+                                /** @description The resource's transfer object after the change (Order, Payment, Refund, Export) */
+                                data: Record<string, never>;
+                            }[];
+                            /** @description The cursor to pass as `after` next time (given even when items is empty) */
+                            next: string;
                         };
                     };
                 };

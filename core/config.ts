@@ -92,6 +92,8 @@ const schema = z.object({
     )
     .optional(),
   EVENT_RETENTION_DAYS: int(30, 1, 3650),
+  // events.onEvent streams one instance serves at once; one more is refused (503, its client retries).
+  EVENT_MAX_SUBSCRIBERS: int(2000, 1, 1000000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Test-only fault injection (core/failpoints.ts); refused with NODE_ENV=production.
   FAILPOINTS: z.string().optional(),

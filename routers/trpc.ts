@@ -15,6 +15,9 @@ const t = initTRPC
   .context<Context>()
   .meta<Meta>()
   .create({
+    // Subscriptions over SSE (events.onEvent): a ping keeps idle streams open through proxies, and a
+    // client that heard nothing (not even a ping) for a while reconnects with its last event id.
+    sse: { ping: { enabled: true, intervalMs: 10000 }, client: { reconnectAfterInactivityMs: 30000 } },
     // The tRPC transport's error body comes from the same answer as the REST envelope.
     errorFormatter({ shape, error }) {
       const answer = errorAnswer(error);

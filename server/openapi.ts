@@ -99,6 +99,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   users: 'Users of a tenant (admin, or the user itself)',
   orders: 'Orders; creating one needs an Idempotency-Key',
   payments: 'Payments of orders, charged exactly once at the gateway',
+  events: 'The event feed (the outbox); the subscription events.onEvent is tRPC over SSE, not REST (README)',
 };
 
 const ERROR_DESCRIPTIONS: Record<string, string> = {

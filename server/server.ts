@@ -12,6 +12,8 @@ import {
 import { onDropConnections, setFailpoints } from '../core/failpoints.js';
 import type { Jobs } from '../core/jobs.js';
 import { createLogger } from '../core/logger.js';
+import { purgeEvents } from '../events/feed.js';
+import { closeSubscriptions } from '../events/feed-waker.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
 import { Placeholder } from '../idempotency/placeholder.js';
@@ -30,6 +32,8 @@ import { createEngine } from './engine-from-config.js';
 import { PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, settingUpJobs, startJobs } from './jobs.js';
 import { Metrics } from './metrics.js';
 import { startNatsRelay } from './nats-relay.js';
+
+const EVENT_PURGE_BATCH = 5000;
 
 export interface RunningServer {
   url: string;
@@ -138,6 +142,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
     close() {
       closing ??= (async () => {
         // Stop accepting, let in-flight requests finish (bounded), then release the pool.
+        closeSubscriptions(db.sequelize); // event streams end now; their clients reconnect elsewhere
         const drained = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const timer = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
@@ -187,6 +192,19 @@ async function startBackgroundWork(deps: {
           },
         });
         if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
+      },
+    );
+    // Events older than EVENT_RETENTION_DAYS (CONTRACT section 12), a batch at a time until none is left.
+    await every(
+      jobs,
+      pauses,
+      'purge-events',
+      { intervalMs: config.PURGE_INTERVAL_MS, expireInMs: PURGE_EXPIRE_MS },
+      async (signal) => {
+        let purged = 0;
+        for (let n = EVENT_PURGE_BATCH; n === EVENT_PURGE_BATCH && !signal.aborted; purged += n)
+          n = await purgeEvents(db.sequelize, config.EVENT_RETENTION_DAYS, EVENT_PURGE_BATCH);
+        if (purged > 0) logger.info({ purged }, 'events past their retention purged');
       },
     );
     await every(
