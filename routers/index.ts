@@ -4,12 +4,14 @@ import { paymentsRouter } from './payments/payments.router.js';
 import { tokensRouter } from './tokens/tokens.router.js';
 import { router } from './trpc.js';
 import { usersRouter } from './users/users.router.js';
+import { webhookEndpointsRouter } from './webhook-endpoints/webhook-endpoints.router.js';
 
 export const appRouter = router({
   tokens: tokensRouter,
   users: usersRouter,
   orders: ordersRouter,
   payments: paymentsRouter,
+  webhookEndpoints: webhookEndpointsRouter,
 });
 
 /** The type internal clients import for `@trpc/client`. */

@@ -29,6 +29,7 @@ import { every, PauseLog } from './background.js';
 import { createEngine } from './engine-from-config.js';
 import { PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, settingUpJobs, startJobs } from './jobs.js';
 import { Metrics } from './metrics.js';
+import { startWebhookDeliveries } from './webhooks.js';
 
 export interface RunningServer {
   url: string;
@@ -210,6 +211,7 @@ async function startBackgroundWork(deps: {
         }
       },
     );
+    await startWebhookDeliveries(jobs, pauses, { config, sequelize: db.sequelize, logger });
   } catch (err) {
     // Set-up failed half way: the job runner's pool and workers must not outlive the start.
     await jobs.stop(config.SHUTDOWN_TIMEOUT_MS).catch(() => {});
