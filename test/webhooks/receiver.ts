@@ -88,8 +88,9 @@ export class Receiver {
     return this.held.length;
   }
 
+  /** The source ports of the held requests whose connection is still open. */
   heldPeerPorts(): number[] {
-    return this.held.map((h) => h.peerPort);
+    return this.held.filter((h) => !h.res.socket?.destroyed).map((h) => h.peerPort);
   }
 
   /** Answers every held request with this status. */
