@@ -6,7 +6,7 @@ import { createOrder } from '../support/orders.js';
 import { type Instance, startInstance } from '../support/processes.js';
 import { stopSharedServer } from '../support/server.js';
 import { bearer, uniqueTenant } from '../support/tokens.js';
-import { pidOfLocalPort, Receiver, until } from './receiver.js';
+import { pidOfLocalPort, Receiver, retireEndpoints, until } from './receiver.js';
 
 const PATH = '/api/v1/webhook-endpoints';
 
@@ -65,6 +65,7 @@ describe('webhooks: deliveries across instances (real receiver, real processes)'
     for (const i of instances) i.kill();
     await Promise.all(instances.map((i) => i.exited));
     await receiver.stop();
+    await retireEndpoints(receiver.port);
   });
 
   it('when the receiver is down for a while and then up, then the event is delivered once it is up, after failed attempts', async () => {
@@ -106,6 +107,7 @@ describe('webhooks: deliveries across instances (real receiver, real processes)'
       expect(done).to.include({ lastStatusCode: 204, lastError: null });
     } finally {
       await down.stop();
+      await retireEndpoints(port);
     }
   });
 

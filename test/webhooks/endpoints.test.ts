@@ -6,7 +6,7 @@ import { http } from '../support/http.js';
 import { createOrder } from '../support/orders.js';
 import { callerFor, sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
-import { Receiver, until } from './receiver.js';
+import { Receiver, retireEndpoints, until } from './receiver.js';
 
 const PATH = '/api/v1/webhook-endpoints';
 
@@ -28,7 +28,10 @@ describe('webhooks: endpoints API', function () {
     await sharedServer();
     await receiver.start();
   });
-  after(() => receiver.stop());
+  after(async () => {
+    await receiver.stop();
+    await retireEndpoints(receiver.port);
+  });
 
   it('when an admin creates an endpoint, then 201 with Location and a whsec_ secret once; get and list never show it', async () => {
     const admin = bearer(uniqueTenant(), '1', 'admin');

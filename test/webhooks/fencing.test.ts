@@ -10,7 +10,7 @@ import { WebhookDeliveries } from '../../events/webhook-worker.js';
 import { migrate } from '../../models/migrate.js';
 import { stopSharedServer, testConfig } from '../support/server.js';
 import { uniqueTenant } from '../support/tokens.js';
-import { Receiver, until } from './receiver.js';
+import { Receiver, retireEndpoints, until } from './receiver.js';
 
 /**
  * The worker's claim and its fenced result, in process, without a running server (the shared one is
@@ -33,6 +33,7 @@ describe('webhooks: the claim and the fenced result of an attempt', function () 
 
   after(async () => {
     await receiver.stop();
+    await retireEndpoints(receiver.port);
     await sequelize.close();
   });
 

@@ -7,7 +7,7 @@ import { createOrder } from '../support/orders.js';
 import { type Instance, startInstance } from '../support/processes.js';
 import { stopSharedServer, TEST_ENV } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
-import { Receiver, until } from './receiver.js';
+import { Receiver, retireEndpoints, until } from './receiver.js';
 
 const PATH = '/api/v1/webhook-endpoints';
 
@@ -46,7 +46,10 @@ describe('webhooks in production mode: private networks refused, the secret neve
     instance = undefined;
   });
 
-  after(() => receiver.stop());
+  after(async () => {
+    await receiver.stop();
+    await retireEndpoints(receiver.port);
+  });
 
   it('when WEBHOOK_ALLOW_PRIVATE_NETWORKS=1, then a loopback endpoint is created and receives events, and the secret is in no log line and no stored answer', async () => {
     instance = await startInstance({ ...PRODUCTION, WEBHOOK_ALLOW_PRIVATE_NETWORKS: '1' });

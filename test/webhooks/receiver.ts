@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 
 /**
@@ -203,4 +204,26 @@ export function pidOfLocalPort(port: number, pids: number[]): number | undefined
     }
   }
   return undefined;
+}
+
+/**
+ * Ends the endpoints that point at this receiver's port (DELETED, their pending deliveries FAILED),
+ * as a DELETE does: once the receiver is gone, later tests' instances must not keep retrying them
+ * into a port that another test may listen on.
+ */
+export async function retireEndpoints(port: number): Promise<void> {
+  const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+  await client.connect();
+  try {
+    await client.query(
+      `WITH gone AS (UPDATE webhook_endpoints SET status = 'DELETED', deleted_at = now()
+                      WHERE url LIKE $1 AND status = 'ENABLED' RETURNING id)
+       UPDATE webhook_deliveries SET status = 'FAILED', last_error = 'endpoint deleted', next_attempt_at = NULL,
+              lease_owner = NULL, lease_until = NULL
+        WHERE status = 'PENDING' AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE url LIKE $1)`,
+      [`http://127.0.0.1:${port}/%`],
+    );
+  } finally {
+    await client.end();
+  }
 }
