@@ -136,6 +136,41 @@ describe('webhooks: the claim and the fenced result of an attempt', function () 
     expect(receiver.of(name).every((r) => r.verified)).to.equal(true);
   });
 
+  it('when the last allowed attempt (WEBHOOK_MAX_ATTEMPTS) fails, then the delivery is FAILED with its last result and no next attempt', async () => {
+    const name = `last-${uniqueTenant()}`;
+    receiver.hook(name, () => ({ status: 500 }));
+    const { deliveryId } = await oneDelivery(name);
+    const w = new WebhookDeliveries({
+      sequelize,
+      logger: pino({ level: 'silent' }),
+      settings: { ...settings, WEBHOOK_MAX_ATTEMPTS: 2 },
+      maxInFlight: 1,
+    });
+    expect(await w.dispatch()).to.equal(1);
+    await w.drain();
+    expect(await state(deliveryId)).to.include({ status: 'PENDING', attempts: 1 });
+    await sqlRows(
+      sequelize,
+      `UPDATE webhook_deliveries SET next_attempt_at = '2000-01-01T00:00:00Z' WHERE id = $1`,
+      [deliveryId],
+    );
+    expect(await w.dispatch()).to.equal(1);
+    await w.drain();
+    expect(await state(deliveryId)).to.include({
+      status: 'FAILED',
+      attempts: 2,
+      next_attempt_at: null,
+      lease_owner: null,
+    });
+    const [row] = await sqlRows<{ last_status_code: number; last_error: string }>(
+      sequelize,
+      'SELECT last_status_code, last_error FROM webhook_deliveries WHERE id = $1',
+      [deliveryId],
+    );
+    expect(row).to.deep.equal({ last_status_code: 500, last_error: 'HTTP 500 from the receiver' });
+    expect(receiver.of(name)).to.have.length(2);
+  });
+
   it('when the endpoint is deleted, then its delivery is not claimed', async () => {
     const name = `deleted-${uniqueTenant()}`;
     receiver.hook(name);
