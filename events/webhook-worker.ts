@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Sequelize } from 'sequelize';
 import type { Config } from '../core/config.js';
@@ -11,10 +12,10 @@ import { SecretBox } from './webhook-store.js';
 /**
  * Webhook delivery attempts (CONTRACT section 12; docs/DECISIONS.md "Webhook deliveries").
  *
- * `dispatch()` runs on the job library's recurring chain (server/webhooks.ts: one run at a time
- * across instances, every WEBHOOK_DISPATCH_MS): it claims due PENDING deliveries with FOR UPDATE SKIP
- * LOCKED, giving each a fresh owner token and a lease, starts their attempts on this instance and
- * returns at once, so the next run (on any instance) is not held by a slow receiver. An attempt:
+ * `dispatch()` claims due PENDING deliveries with FOR UPDATE SKIP LOCKED, giving each a fresh owner
+ * token and a lease, starts their attempts on this instance without waiting for them, and returns:
+ * the dispatcher (`dispatchFor`, one run of the job library's recurring chain, server/webhooks.ts)
+ * goes on claiming and is never held by a slow receiver. An attempt:
  * the endpoint checked again (deleted: no request), the event read from the outbox, the destination
  * checked again (production's private-network refusal), one signed POST bounded by
  * WEBHOOK_TIMEOUT_MS, then its result written only while the token is still the claim's (fenced).
@@ -71,7 +72,7 @@ export class WebhookDeliveries {
   constructor(private readonly options: DeliveriesOptions) {
     this.secrets = new SecretBox(options.settings);
     this.leaseMs = leaseMsFor(options.settings.WEBHOOK_TIMEOUT_MS);
-    this.maxInFlight = options.maxInFlight ?? 32;
+    this.maxInFlight = options.maxInFlight ?? 64;
   }
 
   /** Claims what is due (up to the free slots), starts the attempts, and returns how many it claimed. */
@@ -107,6 +108,25 @@ export class WebhookDeliveries {
       void run.finally(() => this.inFlight.delete(run));
     }
     return claimed.length;
+  }
+
+  /**
+   * Claims again and again for about `runMs`: every `pollMs`, or at once after a claim that filled
+   * every free slot (more may be due). One run of the recurring job does this, so the job library
+   * stores one job per run rather than one per poll, and a new delivery waits about `pollMs` / 2.
+   */
+  async dispatchFor(runMs: number, pollMs: number, signal?: AbortSignal): Promise<number> {
+    const end = performance.now() + runMs;
+    let total = 0;
+    while (!signal?.aborted) {
+      const free = this.maxInFlight - this.inFlight.size;
+      const claimed = await this.dispatch(signal);
+      total += claimed;
+      if (performance.now() >= end) break;
+      if (claimed > 0 && claimed === free) continue;
+      await sleep(pollMs, undefined, { signal }).catch(() => {});
+    }
+    return total;
   }
 
   /** Waits for the attempts this instance has started (each is bounded by its lease). */
