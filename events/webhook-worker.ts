@@ -44,6 +44,10 @@ const CONTRACT_FIRST_WAIT_MS = 5000;
 /** What an attempt may spend outside the request itself: the DNS lookup, reading the endpoint and event. */
 const OUTSIDE_REQUEST_MS = 5000;
 
+/** Marks the worker's statements (a query recorder tells them from a request's; a DBA sees whose they are). */
+export const WEBHOOK_WORKER_SQL_TAG = '/* webhook-worker */';
+const TAG = WEBHOOK_WORKER_SQL_TAG;
+
 export const leaseMsFor = (timeoutMs: number) => 2 * timeoutMs + 2 * OUTSIDE_REQUEST_MS;
 
 interface Claimed {
@@ -83,7 +87,7 @@ export class WebhookDeliveries {
     const claimedAt = performance.now();
     const claimed = await sqlRows<Claimed>(
       this.options.sequelize,
-      `WITH due AS (
+      `${TAG} WITH due AS (
          SELECT d.id FROM webhook_deliveries d
           WHERE d.status = 'PENDING' AND d.next_attempt_at <= now()
             AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.status = 'ENABLED')
@@ -142,7 +146,7 @@ export class WebhookDeliveries {
     const { sequelize, settings, logger } = this.options;
     const [endpoint] = await sqlRows<{ url: string; secret_ciphertext: string; status: string }>(
       sequelize,
-      'SELECT url, secret_ciphertext, status FROM webhook_endpoints WHERE id = $1',
+      `${TAG} SELECT url, secret_ciphertext, status FROM webhook_endpoints WHERE id = $1`,
       [delivery.endpoint_id],
     );
     if (!endpoint || endpoint.status !== 'ENABLED') {
@@ -207,7 +211,7 @@ export class WebhookDeliveries {
     }
     const rows = await sqlRows<{ id: string }>(
       this.options.sequelize,
-      `UPDATE webhook_deliveries
+      `${TAG} UPDATE webhook_deliveries
           SET status = $3, attempts = $4, last_status_code = $5, last_error = $6,
               next_attempt_at = CASE WHEN $7::bigint IS NULL THEN NULL
                                      ELSE now() + make_interval(secs => $7::double precision / 1000) END,
@@ -231,7 +235,7 @@ export class WebhookDeliveries {
   private async release(delivery: Claimed): Promise<void> {
     await sqlRows(
       this.options.sequelize,
-      `UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = now()
+      `${TAG} UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL, next_attempt_at = now()
         WHERE id = $1 AND lease_owner = $2::uuid AND status = 'PENDING'`,
       [delivery.id, delivery.lease_owner],
     );
