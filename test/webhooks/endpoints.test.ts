@@ -6,6 +6,7 @@ import { http } from '../support/http.js';
 import { createOrder } from '../support/orders.js';
 import { callerFor, sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
+import { trpcMutation } from '../support/trpc-http.js';
 import { Receiver, retireEndpoints, until } from './receiver.js';
 
 const PATH = '/api/v1/webhook-endpoints';
@@ -243,6 +244,22 @@ describe('webhooks: endpoints API', function () {
       () => receiver.of(stays).filter((r) => r.accepted).length >= 3,
     );
     expect(receiver.of(gone)).to.deep.equal([]);
+  });
+
+  it("when the create is retried over tRPC HTTP with the REST call's key, then it is the same endpoint, the secret only in the first answer", async () => {
+    const tenant = uniqueTenant();
+    const admin = bearer(tenant, '10', 'admin');
+    const key = idempotencyKey();
+    const body = { url: 'https://example.com/both' };
+    const rest = await createEndpoint(admin, body, key);
+    expect(rest.status, rest.text).to.equal(201);
+    const again = await trpcMutation('webhookEndpoints.create', body, { ...admin, 'Idempotency-Key': key });
+    expect(again.status, again.text).to.equal(200);
+    expect(again.headers.get('idempotent-replayed')).to.equal('true');
+    expect(again.body.result.data.data).to.deep.equal({ ...rest.body.data, secret: null });
+    const fresh = await trpcMutation('webhookEndpoints.create', body, admin);
+    expect(fresh.body.result.data.data.secret).to.match(/^whsec_/);
+    expect(fresh.body.result.data.data.id).not.to.equal(rest.body.data.id);
   });
 
   it('when called over tRPC, then create (secret once), list, get, deliveries and delete work the same', async () => {
