@@ -39,10 +39,11 @@ const original = pg.Client.prototype.query as (...args: unknown[]) => unknown;
   this: unknown,
   ...args: unknown[]
 ) {
-  if (counting) {
+  const first = args[0] as string | { text?: string } | undefined;
+  const text = typeof first === 'string' ? first : (first?.text ?? '?');
+  // The webhook dispatcher's claims (every 250 ms, events/webhook-worker.ts) are no request's.
+  if (counting && !text.startsWith('/* webhook-worker */')) {
     calls += 1;
-    const first = args[0] as string | { text?: string } | undefined;
-    const text = typeof first === 'string' ? first : (first?.text ?? '?');
     const key = normalise(text);
     texts.set(key, (texts.get(key) ?? 0) + 1);
     if (captured) {

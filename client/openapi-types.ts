@@ -177,6 +177,59 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhook-endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List webhook endpoints */
+        get: operations["webhookEndpoints-list"];
+        put?: never;
+        /** Create a webhook endpoint (its secret is in this answer only) */
+        post: operations["webhookEndpoints-create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhook-endpoints/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a webhook endpoint */
+        get: operations["webhookEndpoints-get"];
+        put?: never;
+        post?: never;
+        /** Delete a webhook endpoint (no delivery starts afterwards) */
+        delete: operations["webhookEndpoints-delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhook-endpoints/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An endpoint's deliveries, newest first */
+        get: operations["webhookEndpoints-deliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users": {
         parameters: {
             query?: never;
@@ -3635,6 +3688,1021 @@ export interface operations {
                             /** @description The cursor to pass as `after` next time (given even when items is empty) */
                             next: string;
                         };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "webhookEndpoints-list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            url: string;
+                            /** @description null: every type */
+                            types: string[] | null;
+                            /** @constant */
+                            status: "ENABLED";
+                            /** Format: date-time */
+                            createdAt: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "webhookEndpoints-create": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description One high-entropy key per business operation, reused on every retry (16..64 of [A-Za-z0-9_-]) */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    url: string;
+                    /** @description Event types to deliver (default: every type, also types added later) */
+                    types?: ("order.created" | "order.paid" | "payment.succeeded" | "payment.failed" | "refund.succeeded" | "refund.failed" | "export.succeeded" | "export.failed")[];
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Canonical path of the created resource */
+                    Location: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            url: string;
+                            /** @description null: every type */
+                            types: string[] | null;
+                            /** @constant */
+                            status: "ENABLED";
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** @description whsec_<base64>: shown only in the first answer (null in a replay) */
+                            secret: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description The first request with this Idempotency-Key is still processing; poll Location or retry */
+            202: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description The resource being processed, when its id is known */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 202;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "PROCESSING";
+                            resourceId: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            409: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body larger than MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Idempotency limits: 42901 too many in flight, 42902 too many retained keys */
+            429: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "webhookEndpoints-get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            url: string;
+                            /** @description null: every type */
+                            types: string[] | null;
+                            /** @constant */
+                            status: "ENABLED";
+                            /** Format: date-time */
+                            createdAt: string;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "webhookEndpoints-delete": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description One high-entropy key per business operation, reused on every retry (16..64 of [A-Za-z0-9_-]) */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The first request with this Idempotency-Key is still processing; poll Location or retry */
+            202: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description The resource being processed, when its id is known */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 202;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "PROCESSING";
+                            resourceId: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description No content */
+            204: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            409: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Idempotency limits: 42901 too many in flight, 42902 too many retained keys */
+            429: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "webhookEndpoints-deliveries": {
+        parameters: {
+            query?: {
+                page?: number;
+                size?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            eventId: string;
+                            type: string;
+                            /** @enum {string} */
+                            status: "PENDING" | "SUCCEEDED" | "FAILED";
+                            attempts: number;
+                            lastStatusCode: number | null;
+                            lastError: string | null;
+                            nextAttemptAt: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        }[];
                     };
                 };
             };

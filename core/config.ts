@@ -81,6 +81,9 @@ const schema = z.object({
   // Section 12: one webhook attempt's time-out, and attempts before a delivery is FAILED.
   WEBHOOK_TIMEOUT_MS: int(5000, 100, 60000),
   WEBHOOK_MAX_ATTEMPTS: int(12, 1, 100),
+  // The first retry's wait; later waits scale with it (5000: the contract's 5 s, 30 s, 2 min, ... hourly).
+  // Tests shorten it; nothing else should.
+  WEBHOOK_RETRY_BASE_MS: int(5000, 10, 600000),
   // With NODE_ENV=production, endpoints on private networks are refused (SSRF) unless this is 1.
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: z.enum(['0', '1']).default('0'),
   // Unset: no bus. One URL or a comma-separated list of servers (the client fails over between them).

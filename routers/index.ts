@@ -5,6 +5,7 @@ import { paymentsRouter } from './payments/payments.router.js';
 import { tokensRouter } from './tokens/tokens.router.js';
 import { router } from './trpc.js';
 import { usersRouter } from './users/users.router.js';
+import { webhookEndpointsRouter } from './webhook-endpoints/webhook-endpoints.router.js';
 
 export const appRouter = router({
   tokens: tokensRouter,
@@ -12,6 +13,7 @@ export const appRouter = router({
   orders: ordersRouter,
   payments: paymentsRouter,
   events: eventsRouter,
+  webhookEndpoints: webhookEndpointsRouter,
 });
 
 /** The type internal clients import for `@trpc/client`. */

@@ -4,6 +4,7 @@ import type { Config } from '../core/config.js';
 import { applicationName } from '../core/database.js';
 import { isDatabaseBusy, isDatabaseUnavailable } from '../core/db-errors.js';
 import { Jobs } from '../core/jobs.js';
+import { WEBHOOK_DISPATCH_MS } from './webhooks.js';
 
 /**
  * How long a run may take before its instance is taken as dead and the run is done again elsewhere
@@ -24,7 +25,7 @@ export async function startJobs(config: Config, url: string, logger: Logger): Pr
     connectionString: url,
     applicationName: applicationName(),
     logger,
-    pollMs: Math.min(1000, config.RECOVERER_INTERVAL_MS, config.PURGE_INTERVAL_MS),
+    pollMs: Math.min(1000, WEBHOOK_DISPATCH_MS, config.RECOVERER_INTERVAL_MS, config.PURGE_INTERVAL_MS),
     maintenanceMs: MAINTENANCE_MS,
     onError: (err) =>
       // A failover: each maintenance round would say so; the jobs' own pause lines are enough.

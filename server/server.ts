@@ -32,6 +32,7 @@ import { createEngine } from './engine-from-config.js';
 import { PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, settingUpJobs, startJobs } from './jobs.js';
 import { Metrics } from './metrics.js';
 import { startNatsRelay } from './nats-relay.js';
+import { startWebhookDeliveries } from './webhooks.js';
 
 const EVENT_PURGE_BATCH = 5000;
 
@@ -230,6 +231,7 @@ async function startBackgroundWork(deps: {
       },
     );
     await startNatsRelay({ config, jobs, pauses, sequelize: db.sequelize, logger });
+    await startWebhookDeliveries(jobs, pauses, { config, sequelize: db.sequelize, logger });
   } catch (err) {
     // Set-up failed half way: the job runner's pool and workers must not outlive the start.
     await jobs.stop(config.SHUTDOWN_TIMEOUT_MS).catch(() => {});

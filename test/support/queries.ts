@@ -39,7 +39,13 @@ export async function callsDuring(fn: () => Promise<void>): Promise<QueryCall[]>
   }
   // The shared server's purge job (every PURGE_INTERVAL_MS) may fire meanwhile, and its job runner
   // (pg-boss, its own schema `pgboss`) polls for jobs: neither is the request's.
-  return calls.filter((c) => !c.text.startsWith('SET LOCAL enable_seqscan') && !/\bpgboss\./.test(c.text));
+  // The same for the webhook dispatcher's claims (every 250 ms) and attempts (events/webhook-worker.ts).
+  return calls.filter(
+    (c) =>
+      !c.text.startsWith('SET LOCAL enable_seqscan') &&
+      !/\bpgboss\./.test(c.text) &&
+      !c.text.startsWith('/* webhook-worker */'),
+  );
 }
 
 /** A block of new ids taken from a sequence (models/id-blocks.ts): one round trip per 64 creates. */
