@@ -84,6 +84,7 @@ export function preparePayment(
       failureReason: null,
       chargeId: null,
       resumableSince: null,
+      amountRefunded: '0.00',
       createdAt: now,
       updatedAt: now,
     },

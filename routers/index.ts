@@ -1,6 +1,7 @@
 import './event-renderers.js';
 import { ordersRouter } from './orders/orders.router.js';
 import { paymentsRouter } from './payments/payments.router.js';
+import { refundsRouter } from './refunds/refunds.router.js';
 import { tokensRouter } from './tokens/tokens.router.js';
 import { router } from './trpc.js';
 import { usersRouter } from './users/users.router.js';
@@ -10,6 +11,7 @@ export const appRouter = router({
   users: usersRouter,
   orders: ordersRouter,
   payments: paymentsRouter,
+  refunds: refundsRouter,
 });
 
 /** The type internal clients import for `@trpc/client`. */
