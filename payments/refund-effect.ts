@@ -92,7 +92,10 @@ async function refundAtGateway(
 }
 
 /** Asks the gateway what became of the refund (GET /refunds/{refundNo}). */
-export async function queryRefund(deps: PaymentDeps, refund: Refund): Promise<Downstream<BusinessRefund>> {
+export async function queryRefund(
+  deps: Pick<PaymentDeps, 'gateway'>,
+  refund: Refund,
+): Promise<Downstream<BusinessRefund>> {
   // A 4xx to a query settles nothing: treated as a query that could not be answered.
   const outcome = await deps.gateway
     .queryRefund(refund.refundNo)

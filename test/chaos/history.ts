@@ -94,7 +94,8 @@ export interface FinalState {
   orders: Array<{ tenant: string; merchantOrderNo: string; status: string; amount: string }>;
   ledger: {
     charges: Array<{ paymentNo: string; chargeId: string; status: string; amount: string }>;
-    refunds: Array<{ chargeId: string }>;
+    // refundNo: a business refund (CONTRACT section 9), which undoes no charge; absent: a compensation.
+    refunds: Array<{ chargeId: string; refundNo?: string }>;
   };
 }
 
