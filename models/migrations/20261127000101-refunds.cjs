@@ -13,31 +13,10 @@
 //   under the payment's row lock; the database refuses a state where more was refunded than paid.
 // - refunds_event: refund.succeeded / refund.failed when a refund becomes final, exactly like
 //   payments_event (20261127000001-events-outbox).
-// - idem_payment_lookup (20261124000002) returns amount_refunded too: a new key for a paid order
-//   replays the payment as it stands. Its result type changes, so it is dropped and created again;
-//   down() restores the old one exactly.
-const OLD_LOOKUP = `
-CREATE OR REPLACE FUNCTION idem_payment_lookup(p_tenant_id text, p_merchant_order_no text)
-RETURNS TABLE ("orderId" text, "orderUserId" text, "orderAmount" text, "orderCurrency" text, id text,
-               "paymentNo" text, "merchantId" text, "merchantOrderNo" text, "paymentOrderId" text,
-               "userId" text, amount text, currency text, description text, status text,
-               "failureReason" text, "chargeId" text, "resumableSince" timestamptz,
-               "createdAt" timestamptz, "updatedAt" timestamptz)
-LANGUAGE plpgsql STABLE AS $fn$
-#variable_conflict use_column
-BEGIN
-  RETURN QUERY
-  SELECT o.id::text, o.user_id::text, o.amount::text, o.currency::text, p.id::text, p.payment_no::text,
-         p.merchant_id::text, p.merchant_order_no::text, p.order_id::text, p.user_id::text,
-         p.amount::text, p.currency::text, p.description::text, p.status::text,
-         p.failure_reason::text, p.charge_id::text, p.resumable_since, p.created_at, p.updated_at
-  FROM orders o
-  LEFT JOIN payments p ON p.merchant_id = o.tenant_id AND p.merchant_order_no = o.merchant_order_no
-  WHERE o.tenant_id = p_tenant_id AND o.merchant_order_no = p_merchant_order_no;
-END
-$fn$;
-`;
-
+// - idem_payment_lookup_refunded: idem_payment_lookup (20261124000002) with amount_refunded, so that a
+//   new key for a paid order replays the payment as it stands. A function of its own name: changing
+//   the old one's result type would make 20261124000002's CREATE OR REPLACE fail when it runs again
+//   (a crash before its record: test/ops/migrations.test.ts).
 const up = `
 ALTER TABLE payments ADD COLUMN IF NOT EXISTS amount_refunded NUMERIC(14,2) NOT NULL DEFAULT 0;
 DO $do$
@@ -82,8 +61,7 @@ DROP TRIGGER IF EXISTS refunds_event ON refunds;
 CREATE TRIGGER refunds_event AFTER INSERT OR UPDATE OF status ON refunds
   FOR EACH ROW EXECUTE FUNCTION refunds_event();
 
-DROP FUNCTION IF EXISTS idem_payment_lookup(text, text);
-CREATE OR REPLACE FUNCTION idem_payment_lookup(p_tenant_id text, p_merchant_order_no text)
+CREATE OR REPLACE FUNCTION idem_payment_lookup_refunded(p_tenant_id text, p_merchant_order_no text)
 RETURNS TABLE ("orderId" text, "orderUserId" text, "orderAmount" text, "orderCurrency" text, id text,
                "paymentNo" text, "merchantId" text, "merchantOrderNo" text, "paymentOrderId" text,
                "userId" text, amount text, currency text, description text, status text,
@@ -106,8 +84,7 @@ $fn$;
 `;
 
 const down = `
-DROP FUNCTION IF EXISTS idem_payment_lookup(text, text);
-${OLD_LOOKUP}
+DROP FUNCTION IF EXISTS idem_payment_lookup_refunded(text, text);
 DROP TRIGGER IF EXISTS refunds_event ON refunds;
 DROP FUNCTION IF EXISTS refunds_event();
 DROP TABLE IF EXISTS refunds;

@@ -46,6 +46,13 @@ describe('refunds: the API (in-process gateway simulator)', function () {
     expect(again.headers.get('idempotent-replayed')).to.equal('true');
     const paymentNow = await http('GET', `/api/v1/payments/${payment.id}`, { headers: auth });
     expect(paymentNow.body.data.amountRefunded).to.equal('30.00');
+    // A new key for the paid order replays the payment as it stands now.
+    const byNewKey = await http('POST', '/api/v1/payments', {
+      headers: { ...auth, 'Idempotency-Key': idempotencyKey() },
+      body: { merchantOrderNo: paymentNow.body.data.merchantOrderNo, amount: '100.00' },
+    });
+    expect(byNewKey.status, byNewKey.text).to.equal(201);
+    expect(byNewKey.body.data).to.deep.equal(paymentNow.body.data);
     const got = await http('GET', res.headers.get('location')!, { headers: auth });
     expect(got.status).to.equal(200);
     expect(got.body.data).to.deep.equal(res.body.data);
