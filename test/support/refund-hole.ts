@@ -11,6 +11,8 @@ import type { AddressInfo, Socket } from 'node:net';
 export async function startRefundHole(target: string) {
   let hole = false;
   let swallowed = 0;
+  let holdNext = false;
+  let held: Array<() => void> = [];
   const sockets = new Set<Socket>();
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
@@ -24,8 +26,15 @@ export async function startRefundHole(target: string) {
       res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"refund hole"}');
       return;
     }
+    if (holdNext && req.method === 'POST' && path === '/refunds') {
+      // A packet delayed in the network: forwarded only on release(), whoever waits for it by then.
+      holdNext = false;
+      await new Promise<void>((resolve) => held.push(resolve));
+    }
     const abort = new AbortController();
-    res.once('close', () => abort.abort());
+    res.once('close', () => {
+      if (!res.writableFinished) abort.abort();
+    });
     try {
       const headers: Record<string, string> = {};
       for (const name of ['content-type', 'idempotency-key']) {
@@ -56,6 +65,15 @@ export async function startRefundHole(target: string) {
     /** true: refunds fall into the hole; false: everything passes. */
     set(on: boolean) {
       hole = on;
+    },
+    /** The next POST /refunds is held back (not forwarded) until release(). */
+    holdNext() {
+      holdNext = true;
+    },
+    /** Forwards the held requests now. */
+    release() {
+      for (const go of held) go();
+      held = [];
     },
     /** POST /refunds requests the hole received (and never answered). */
     swallowed: () => swallowed,
