@@ -86,6 +86,7 @@ async function refundAtGateway(
     if (!(err instanceof GatewayError)) throw err;
     outcome = { kind: 'not-refunded', reason: 'rejected' };
   }
+  deps.onGateway?.('refund', outcome.kind);
   if (outcome.kind === 'refunded' || outcome.kind === 'declined')
     return { kind: 'done', result: outcome.refund };
   return outcome.kind === 'not-refunded' ? { kind: 'not_done' } : { kind: 'unknown' };
@@ -93,7 +94,7 @@ async function refundAtGateway(
 
 /** Asks the gateway what became of the refund (GET /refunds/{refundNo}). */
 export async function queryRefund(
-  deps: Pick<PaymentDeps, 'gateway'>,
+  deps: Pick<PaymentDeps, 'gateway' | 'onGateway'>,
   refund: Refund,
 ): Promise<Downstream<BusinessRefund>> {
   // A 4xx to a query settles nothing: treated as a query that could not be answered.
@@ -103,6 +104,7 @@ export async function queryRefund(
       if (err instanceof GatewayError) return { kind: 'unavailable' };
       throw err;
     });
+  deps.onGateway?.('refund-query', outcome.kind);
   if (outcome.kind === 'found') return { kind: 'done', result: outcome.refund };
   return outcome.kind === 'none' ? { kind: 'not_done' } : { kind: 'unknown' };
 }

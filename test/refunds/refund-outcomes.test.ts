@@ -112,6 +112,12 @@ describe('refunds: every outcome of POST /payments/{id}/refunds (real instance, 
     expect(res.headers.get('location')).to.equal(`/api/v1/refunds/${id}`);
     expect(Number(res.headers.get('retry-after'))).to.be.greaterThan(0);
     expect(hole.swallowed()).to.be.greaterThan(0);
+    // What an operator sees: the refund's call unknown, its query unavailable.
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).to.match(/^payment_gateway_calls_total\{call="refund",result="unknown"\} [1-9]/m);
+    expect(metrics).to.match(
+      /^payment_gateway_calls_total\{call="refund-query",result="unavailable"\} [1-9]/m,
+    );
     expect((await get(`/api/v1/refunds/${id}`, auth)).body.data.status).to.equal('PROCESSING');
     // PROCESSING counts towards the cap: 45 of 60 may be refunded already.
     const over = await refund(base, auth, payment.id, idempotencyKey(), { amount: '15.01' });
