@@ -1,5 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { QueryTypes } from 'sequelize';
+import { setFailpoints } from '../../core/failpoints.js';
 import { renderEventData } from '../../events/render.js';
 import { http } from '../support/http.js';
 import { assertRefundInvariants, paidPayment, refund } from '../support/refunds.js';
@@ -152,6 +154,30 @@ describe('refunds: the API (in-process gateway simulator)', function () {
     await sequelize.query(`UPDATE payments SET status = 'FAILED' WHERE id = $1`, { bind: [failed.id] });
     const notPaid = await refund(undefined, auth, failed.id, idempotencyKey(), { amount: 1000 });
     expect([notPaid.status, notPaid.body.code]).to.deep.equal([409, 40903]);
+    await invariants(tenant);
+  });
+
+  it("when a refund's Tx 1 stalls holding the payment's row lock, then another refund of that payment gets 503 with Retry-After (bounded wait, never a hang or a 500), and its retry refunds", async () => {
+    const tenant = uniqueTenant('rf');
+    const auth = bearer(tenant, owner);
+    const payment = await paidPayment(undefined, auth, '30.00');
+    const { sequelize } = (await sharedServer()).services;
+    setFailpoints('refund.tx1.before-commit=stall(4000)@1');
+    try {
+      const first = refund(undefined, auth, payment.id, idempotencyKey(), { amount: '10' });
+      const locked = `SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                      WHERE c.relname = 'payments' AND l.mode = 'RowShareLock' AND l.pid <> pg_backend_pid()`;
+      while ((await sequelize.query(locked, { type: QueryTypes.SELECT })).length === 0) await sleep(20);
+      const key = idempotencyKey();
+      const blocked = await refund(undefined, auth, payment.id, key, { amount: '10' });
+      expect(blocked.status, blocked.text).to.equal(503);
+      expect(Number(blocked.headers.get('retry-after'))).to.be.greaterThan(0);
+      expect((await first).status).to.equal(201);
+      const retry = await refund(undefined, auth, payment.id, key, { amount: '10' });
+      expect(retry.status, retry.text).to.equal(201);
+    } finally {
+      setFailpoints('');
+    }
     await invariants(tenant);
   });
 
