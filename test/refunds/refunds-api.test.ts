@@ -194,6 +194,8 @@ describe('refunds: the API (in-process gateway simulator)', function () {
       [{ reason: 5 }, 'reason'],
       [{ amount: 1, currency: 'EUR' }, 'currency'],
       [{ paymentId: payment.id }, 'paymentId'],
+      // The path's parameter in the body is refused, never silently overwritten by the path.
+      [{ id: 'pay_other', amount: 1 }, 'id'],
     ];
     for (const [body, field] of bad) {
       const res = await refund(undefined, auth, payment.id, idempotencyKey(), body);
