@@ -132,6 +132,19 @@ describe('reconcile: local refunds against the gateway (a gateway that ignores k
     expect(kinds(await run(true))).to.deep.equal([]);
   });
 
+  it('when a refund is resumable (its last attempt certainly refunded nothing), then it is listed: waiting while young, unresolved once older than the limit, never performed', async () => {
+    const { refund } = await processingRefund('4.00');
+    await refund.update({ resumableSince: minutesFromNow(-1) });
+    expect(kinds(await run(true))).to.deep.equal([['refund-resumable', 'waiting']]);
+    await refund.update({ resumableSince: minutesFromNow(-120) });
+    const old = await run(true);
+    expect(kinds(old)).to.deep.equal([['refund-resumable', 'reported']]);
+    expect(exitCodeFor(old)).to.equal(1);
+    expect((await gateway.ledger()).refunds).to.deep.equal([]);
+    await refund.reload();
+    expect(refund.status).to.equal('PROCESSING');
+  });
+
   it('when a SUCCEEDED refund has no refund at the gateway, then it is reported and never changed', async () => {
     const { refund } = await processingRefund('3.00');
     await refund.update({ status: 'SUCCEEDED' });
