@@ -4,6 +4,7 @@
  *   const { trpc, rest } = createServiceClient({ url: 'http://127.0.0.1:3000', token });
  *   await trpc.payments.create.mutate({ merchantOrderNo: 'A-1', amount: '10.50' });
  *   await rest.POST('/api/v1/payments', { body: { merchantOrderNo: 'A-1', amount: '10.50' } });
+ *   await trpc.refunds.create.mutate({ id: paymentId, amount: '2.50' }); // refunds: the same protocol
  *
  * Every mutation gets one Idempotency-Key per call (or the caller's own: tRPC
  * `{ context: { idempotencyKey } }`, REST `params.header['Idempotency-Key']`) and is retried with it

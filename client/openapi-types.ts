@@ -230,6 +230,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/payments/{id}/refunds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A payment's refunds, oldest first */
+        get: operations["refunds-list"];
+        put?: never;
+        /** Refund a payment, in part or whole (201 final; 202 still processing, poll Location) */
+        post: operations["refunds-create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/refunds/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a refund (the status query) */
+        get: operations["refunds-get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users": {
         parameters: {
             query?: never;
@@ -977,7 +1012,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -1616,7 +1651,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -1880,7 +1915,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -2136,7 +2171,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -2429,7 +2464,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -2895,7 +2930,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -3231,6 +3266,7 @@ export interface operations {
                             /** @enum {string} */
                             status: "PROCESSING" | "SUCCEEDED" | "FAILED";
                             failureReason: string | null;
+                            amountRefunded: string;
                             /** Format: date-time */
                             createdAt: string;
                             /** Format: date-time */
@@ -3362,7 +3398,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -3513,6 +3549,7 @@ export interface operations {
                             /** @enum {string} */
                             status: "PROCESSING" | "SUCCEEDED" | "FAILED";
                             failureReason: string | null;
+                            amountRefunded: string;
                             /** Format: date-time */
                             createdAt: string;
                             /** Format: date-time */
@@ -4155,7 +4192,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -4583,7 +4620,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -4703,6 +4740,644 @@ export interface operations {
                             /** Format: date-time */
                             updatedAt: string;
                         }[];
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "refunds-list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            refundNo: string;
+                            paymentId: string;
+                            merchantOrderNo: string;
+                            amount: string;
+                            currency: string;
+                            reason: string | null;
+                            /** @enum {string} */
+                            status: "PROCESSING" | "SUCCEEDED" | "FAILED";
+                            failureReason: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "refunds-create": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description One high-entropy key per business operation, reused on every retry (16..64 of [A-Za-z0-9_-]) */
+                "Idempotency-Key": string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A positive amount: a positive decimal with at most 12 integer and 2 fraction digits; 10, 10.0 and "10.00" are the same */
+                    amount?: number | string;
+                    reason?: string | null;
+                    traceId?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Canonical path of the created resource */
+                    Location: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            refundNo: string;
+                            paymentId: string;
+                            merchantOrderNo: string;
+                            amount: string;
+                            currency: string;
+                            reason: string | null;
+                            /** @enum {string} */
+                            status: "PROCESSING" | "SUCCEEDED" | "FAILED";
+                            failureReason: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        };
+                    };
+                };
+            };
+            /** @description The first request with this Idempotency-Key is still processing; poll Location or retry */
+            202: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description The resource being processed, when its id is known */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 202;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "PROCESSING";
+                            resourceId: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
+            409: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body larger than MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Idempotency limits: 42901 too many in flight, 42902 too many retained keys */
+            429: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "refunds-get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            refundNo: string;
+                            paymentId: string;
+                            merchantOrderNo: string;
+                            amount: string;
+                            currency: string;
+                            reason: string | null;
+                            /** @enum {string} */
+                            status: "PROCESSING" | "SUCCEEDED" | "FAILED";
+                            failureReason: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            updatedAt: string;
+                        };
                     };
                 };
             };
@@ -5193,7 +5868,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -5626,7 +6301,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -5881,7 +6556,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -6178,7 +6853,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -6514,6 +7189,7 @@ export interface operations {
                             /** @enum {string} */
                             status: "PROCESSING" | "SUCCEEDED" | "FAILED";
                             failureReason: string | null;
+                            amountRefunded: string;
                             /** Format: date-time */
                             createdAt: string;
                             /** Format: date-time */
@@ -6645,7 +7321,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged) */
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
             409: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */
@@ -6796,6 +7472,7 @@ export interface operations {
                             /** @enum {string} */
                             status: "PROCESSING" | "SUCCEEDED" | "FAILED";
                             failureReason: string | null;
+                            amountRefunded: string;
                             /** Format: date-time */
                             createdAt: string;
                             /** Format: date-time */

@@ -14,6 +14,7 @@ export type ErrorKind =
   | 'state_conflict'
   | 'unique_taken'
   | 'key_expired'
+  | 'refund_exceeds'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'too_many_in_flight'
@@ -68,7 +69,7 @@ export class MethodNotAllowed extends DomainError {
 }
 export class Conflict extends DomainError {
   constructor(
-    kind: 'key_reused' | 'business_key_reused' | 'state_conflict' | 'unique_taken',
+    kind: 'key_reused' | 'business_key_reused' | 'state_conflict' | 'unique_taken' | 'refund_exceeds',
     message: string,
     details: ErrorDetails = {},
   ) {

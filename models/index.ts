@@ -2,9 +2,10 @@ import type { Sequelize } from 'sequelize';
 import { IdempotencyRecord } from './idempotency-record.js';
 import { Order } from './order.js';
 import { Payment } from './payment.js';
+import { Refund } from './refund.js';
 import { User } from './user.js';
 
-export { IdempotencyRecord, Order, Payment, User };
+export { IdempotencyRecord, Order, Payment, Refund, User };
 
 let initialised: Sequelize | undefined;
 
@@ -15,5 +16,6 @@ export function initModels(sequelize: Sequelize): void {
   IdempotencyRecord.initModel(sequelize);
   Order.initModel(sequelize);
   Payment.initModel(sequelize);
+  Refund.initModel(sequelize);
   initialised = sequelize;
 }

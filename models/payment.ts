@@ -26,6 +26,8 @@ export class Payment extends Model<InferAttributes<Payment>, InferCreationAttrib
   declare chargeId: CreationOptional<string | null>;
   /** Set while the payment is resumable: its last attempt certainly charged nothing (CONTRACT section 3). */
   declare resumableSince: CreationOptional<Date | null>;
+  /** What its SUCCEEDED refunds add up to (CONTRACT section 10); grows in a refund's Tx 2. */
+  declare amountRefunded: CreationOptional<string>;
   declare createdAt: CreationOptional<Date>;
   declare updatedAt: CreationOptional<Date>;
 
@@ -75,6 +77,7 @@ export class Payment extends Model<InferAttributes<Payment>, InferCreationAttrib
         failureReason: { type: DataTypes.STRING(40), allowNull: true },
         chargeId: { type: DataTypes.STRING(100), allowNull: true },
         resumableSince: { type: DataTypes.DATE, allowNull: true },
+        amountRefunded: { type: DataTypes.DECIMAL(14, 2), allowNull: false, defaultValue: '0.00' },
         createdAt: DataTypes.DATE,
         updatedAt: DataTypes.DATE,
       },

@@ -8,5 +8,5 @@ export interface PaymentDeps {
   engine: IdempotencyEngine;
   gateway: GatewayClient;
   /** Counts gateway calls by call and result (a Prometheus counter in server/). */
-  onGateway?: (call: 'charge' | 'query', result: string) => void;
+  onGateway?: (call: 'charge' | 'query' | 'refund' | 'refund-query', result: string) => void;
 }

@@ -1,4 +1,5 @@
 import { ok } from '../core/envelope.js';
+import { canonicalAmount } from '../core/money.js';
 import type { Reply } from '../idempotency/outcome.js';
 import type { Payment } from '../models/payment.js';
 import type { PaymentDto } from './payment.schema.js';
@@ -19,6 +20,8 @@ export function toPaymentDto(p: Payment): PaymentDto {
     currency: p.currency,
     status: p.status,
     failureReason: p.failureReason ?? null,
+    // A row read before migration 20261127000101 (or a lookup without it) has refunded nothing.
+    amountRefunded: canonicalAmount(String(p.amountRefunded ?? '0')),
     createdAt: p.createdAt.toISOString(),
     updatedAt: p.updatedAt.toISOString(),
   };

@@ -13,6 +13,8 @@ export const paymentSchema = z.object({
   currency: z.string(),
   status: z.enum(['PROCESSING', 'SUCCEEDED', 'FAILED']),
   failureReason: z.string().nullable(),
+  /** What its SUCCEEDED refunds add up to: "0.00" until a refund succeeds (CONTRACT section 10). */
+  amountRefunded: z.string(),
   createdAt: isoDate,
   updatedAt: isoDate,
 });

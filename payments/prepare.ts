@@ -9,12 +9,12 @@ import type { CreatePaymentInput } from './payment.schema.js';
 
 /**
  * The order of the merchantOrderNo and the payment it already has, if any: one read
- * (`idem_payment_lookup`, migration 20261124000002), as text with escaped literals so that it rides
+ * (`idem_payment_lookup_refunded`, migration 20261127000101: 20261124000002's with amount_refunded), as text with escaped literals so that it rides
  * in Tx 1's claim round trip (sent after the claim, in the same transaction: under READ COMMITTED it
  * sees what a separate read would).
  */
 export function paymentLookupStatement(auth: Identity, input: CreatePaymentInput): string {
-  return `SELECT * FROM idem_payment_lookup(${sqlLiteral(auth.tenantId)}, ${sqlLiteral(input.merchantOrderNo)});`;
+  return `SELECT * FROM idem_payment_lookup_refunded(${sqlLiteral(auth.tenantId)}, ${sqlLiteral(input.merchantOrderNo)});`;
 }
 
 export interface LookupRow {
@@ -84,6 +84,7 @@ export function preparePayment(
       failureReason: null,
       chargeId: null,
       resumableSince: null,
+      amountRefunded: '0.00',
       createdAt: now,
       updatedAt: now,
     },

@@ -2,14 +2,17 @@
 // grouped by paymentNo. See reconcile.ts for why the ledger is preferred over per-payment queries.
 
 import { GatewayError } from '../gateway/client.js';
-import type { Charge, GatewayClient } from '../gateway/types.js';
+import type { Charge, GatewayClient, LedgerRefund } from '../gateway/types.js';
 import type { Payment } from '../models/payment.js';
 
 export interface GatewayView {
   source: 'ledger' | 'query';
   charges: Map<string, Charge[]>;
+  /** Charges undone by a compensation (a refund without refundNo): not standing any more. */
   refunded: Set<string>;
   unverifiable: Set<string>;
+  /** The ledger's refunds (business refunds have a refundNo); absent without a ledger. */
+  refunds?: LedgerRefund[];
 }
 
 export const QUERY_NOTICE =
@@ -28,8 +31,11 @@ export async function ledgerView(gateway: GatewayClient): Promise<GatewayView | 
     return {
       source: 'ledger',
       charges: group(ledger.charges),
-      refunded: new Set(ledger.refunds.map((r) => r.chargeId)),
+      // Only compensations undo a charge: a business refund (with its refundNo) returns part or all of
+      // a charge that stands, and is reconciled against the refunds table (reconcile-refunds.ts).
+      refunded: new Set(ledger.refunds.filter((r) => !r.refundNo).map((r) => r.chargeId)),
       unverifiable: new Set(),
+      refunds: ledger.refunds,
     };
   } catch (err) {
     // The gateway answered but offers no ledger (4xx): fall back to queries. No answer at all (refused,

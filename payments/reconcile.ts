@@ -11,6 +11,7 @@ import { Op, type WhereOptions } from 'sequelize';
 import { canonicalAmount } from '../core/money.js';
 import type { Charge } from '../gateway/types.js';
 import { Payment, type PaymentStatus } from '../models/payment.js';
+import { type RefundEntry, reconcileRefunds } from './reconcile-refunds.js';
 import {
   extraCharges,
   finaliseCharged,
@@ -54,6 +55,9 @@ export interface ReconcileReport {
   payments: number;
   charges: number;
   entries: ReconcileEntry[];
+  /** Local refunds checked, and their mismatches (payments/reconcile-refunds.ts). */
+  refunds: number;
+  refundEntries: RefundEntry[];
   /** Entries still wrong after this run (reported or failed); in-flight ones are transient. */
   unresolved: number;
 }
@@ -111,7 +115,10 @@ export async function reconcile(deps: ReconcileDeps, opts: ReconcileOptions): Pr
     else await checkPayment(deps, opts, view, p, add);
   }
   if (view.source === 'ledger' && !opts.merchantId) await addUnknownCharges(view, payments, entries);
-  const unresolved = entries.filter((e) => e.outcome === 'reported' || e.outcome === 'failed').length;
+  const refunds = await reconcileRefunds(deps, opts, view.refunds);
+  const unresolved = [...entries, ...refunds.entries].filter(
+    (e) => e.outcome === 'reported' || e.outcome === 'failed',
+  ).length;
   return {
     source: view.source,
     duplicatesDetectable: view.source === 'ledger',
@@ -120,6 +127,8 @@ export async function reconcile(deps: ReconcileDeps, opts: ReconcileOptions): Pr
     payments: payments.length,
     charges: payments.reduce((n, p) => n + (view.charges.get(p.paymentNo)?.length ?? 0), 0),
     entries,
+    refunds: refunds.refunds,
+    refundEntries: refunds.entries,
     unresolved,
   };
 }

@@ -36,6 +36,7 @@ export const ERROR_TABLE: Readonly<Record<FailureKind, Row>> = {
   state_conflict: { status: 409, code: 40903, trpc: 'CONFLICT' },
   unique_taken: { status: 409, code: 40904, trpc: 'CONFLICT' },
   key_expired: { status: 409, code: 40905, trpc: 'CONFLICT' },
+  refund_exceeds: { status: 409, code: 40906, trpc: 'CONFLICT' },
   payload_too_large: { status: 413, code: 413, trpc: 'PAYLOAD_TOO_LARGE' },
   unsupported_media_type: { status: 415, code: 415, trpc: 'UNSUPPORTED_MEDIA_TYPE' },
   too_many_in_flight: { status: 429, code: 42901, trpc: 'TOO_MANY_REQUESTS' },

@@ -2,6 +2,7 @@ import './event-renderers.js';
 import { eventsRouter } from './events/events.router.js';
 import { ordersRouter } from './orders/orders.router.js';
 import { paymentsRouter } from './payments/payments.router.js';
+import { refundsRouter } from './refunds/refunds.router.js';
 import { tokensRouter } from './tokens/tokens.router.js';
 import { router } from './trpc.js';
 import { usersRouter } from './users/users.router.js';
@@ -14,6 +15,7 @@ export const appRouter = router({
   payments: paymentsRouter,
   events: eventsRouter,
   webhookEndpoints: webhookEndpointsRouter,
+  refunds: refundsRouter,
 });
 
 /** The type internal clients import for `@trpc/client`. */

@@ -29,7 +29,7 @@ export class Metrics {
   });
   readonly gatewayCalls = new Counter({
     name: 'payment_gateway_calls_total',
-    help: 'Payment gateway calls by call (charge, query) and result',
+    help: 'Payment gateway calls by call (charge, query, refund, refund-query) and result',
     labelNames: ['call', 'result'] as const,
     registers: [this.registry],
   });

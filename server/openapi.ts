@@ -109,7 +109,7 @@ const ERROR_DESCRIPTIONS: Record<string, string> = {
   '404': 'No such resource (or another tenant’s)',
   '405': 'Method not allowed on this path',
   '409':
-    'Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged)',
+    'Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left',
   '413': 'Body larger than MAX_BODY_BYTES',
   '415': 'Body is not application/json',
   '429': 'Idempotency limits: 42901 too many in flight, 42902 too many retained keys',

@@ -56,13 +56,21 @@ function parse() {
 function printTable(report: ReconcileReport): void {
   const mode = report.repair ? 'repair' : 'report only';
   console.log(
-    `reconcile (${mode}): ${report.payments} payments, ${report.charges} charges (source: gateway ${report.source})`,
+    `reconcile (${mode}): ${report.payments} payments, ${report.charges} charges${report.refunds > 0 ? `, ${report.refunds} refunds` : ''} (source: gateway ${report.source})`,
   );
   if (report.notice) console.log(`NOTE: ${report.notice}`);
-  if (report.entries.length === 0) {
+  if (report.entries.length === 0 && report.refundEntries.length === 0) {
     console.log('clean: no mismatches');
     return;
   }
+  const refundRows = report.refundEntries.map((e) => [
+    e.kind,
+    e.refundNo,
+    e.merchantId ?? '-',
+    e.localStatus ?? '-',
+    e.outcome,
+    `${e.detail}${e.note ? `; ${e.note}` : ''}${e.gatewayRefundIds.length ? ` [${e.gatewayRefundIds.join(', ')}]` : ''}`,
+  ]);
   const rows = report.entries.map((e) => [
     e.kind,
     e.paymentNo,
@@ -71,7 +79,15 @@ function printTable(report: ReconcileReport): void {
     e.outcome,
     `${e.detail}${e.note ? `; ${e.note}` : ''}${e.chargeIds.length ? ` [${e.chargeIds.join(', ')}]` : ''}`,
   ]);
-  const header = ['KIND', 'PAYMENT NO', 'MERCHANT', 'LOCAL', 'OUTCOME', 'DETAIL'];
+  rows.push(...refundRows);
+  const header = [
+    'KIND',
+    refundRows.length > 0 ? 'PAYMENT/REFUND NO' : 'PAYMENT NO',
+    'MERCHANT',
+    'LOCAL',
+    'OUTCOME',
+    'DETAIL',
+  ];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   for (const row of [header, ...rows])
     console.log(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  '));
@@ -79,7 +95,11 @@ function printTable(report: ReconcileReport): void {
   // Loud on purpose: customers were told they paid and the gateway holds no money for it.
   if (lost > 0)
     console.log(`!!! ${lost} SUCCEEDED payment(s) have no charge at the gateway: investigate by hand`);
-  console.log(`${report.entries.length} mismatch(es), ${report.unresolved} unresolved`);
+  const twice = report.refundEntries.filter((e) => e.kind === 'refunded-more-than-once').length;
+  if (twice > 0)
+    console.log(`!!! ${twice} refund(s) were made more than once at the gateway: settle by hand`);
+  const count = report.entries.length + report.refundEntries.length;
+  console.log(`${count} mismatch(es), ${report.unresolved} unresolved`);
 }
 
 async function main(): Promise<number> {

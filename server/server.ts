@@ -16,6 +16,8 @@ import { purgeEvents } from '../events/feed.js';
 import { closeSubscriptions } from '../events/feed-waker.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
+import { registeredEffects } from '../idempotency/effect.js';
+import { sweepExpired } from '../idempotency/effect-recover.js';
 import { Placeholder } from '../idempotency/placeholder.js';
 import { purgeExpired } from '../idempotency/purge-expired.js';
 import { oldestProcessingAgeSeconds } from '../idempotency/readings.js';
@@ -24,7 +26,6 @@ import { initModels } from '../models/index.js';
 import { migrate } from '../models/migrate.js';
 import type { PaymentDeps } from '../payments/payment-deps.js';
 import { resumablePayments } from '../payments/readings.js';
-import { PAYMENT_OPERATION, recoverExpiredPayments } from '../payments/recoverer.js';
 import { createApp } from './app.js';
 import type { AppServices } from './app-services.js';
 import { every, PauseLog } from './background.js';
@@ -162,7 +163,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
 
 /**
  * The job runner and this service's recurring work on it: the purge of expired records (with their
- * tombstones) and the payment recoverer's sweep. Stops the runner again if any of it fails.
+ * tombstones) and the recoverer's sweep of every registered effect (payments, refunds). Stops the runner again if any of it fails.
  */
 async function startBackgroundWork(deps: {
   config: Config;
@@ -215,15 +216,18 @@ async function startBackgroundWork(deps: {
       { intervalMs: config.RECOVERER_INTERVAL_MS, expireInMs: RECOVERER_EXPIRE_MS },
       async () => {
         try {
-          const taken = await recoverExpiredPayments(payments, 20, (scopeKey, err) =>
-            logger.error({ err, scopeKey }, 'payment recovery failed; retried next round'),
-          );
+          // Every registered effect (payments, refunds, ...): one sweep each, query first.
+          let taken = 0;
+          for (const effect of registeredEffects()) {
+            const n = await sweepExpired(effect, payments, 20, (scopeKey, err) =>
+              logger.error({ err, scopeKey, operation: effect.name }, 'recovery failed; retried next round'),
+            );
+            if (n > 0) metrics.idempotency.inc({ operation: effect.name, outcome: 'lease_takeover' }, n);
+            taken += n;
+          }
           metrics.recovererRuns.inc({ result: 'ok' });
           metrics.recovererTakeovers.inc(taken);
-          if (taken > 0) {
-            metrics.idempotency.inc({ operation: PAYMENT_OPERATION, outcome: 'lease_takeover' }, taken);
-            logger.info({ taken }, 'expired payment leases taken over');
-          }
+          if (taken > 0) logger.info({ taken }, 'expired effect leases taken over');
         } catch (err) {
           metrics.recovererRuns.inc({ result: 'error' });
           throw err;

@@ -137,6 +137,16 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
     };
     expect(broken([], final)).to.include('succeeded-has-its-charge');
   });
+  it('when a SUCCEEDED payment has a business refund (with a refundNo), then its charge still stands: no violation', () => {
+    const final: FinalState = {
+      ...EMPTY,
+      payments: [{ ...payment, status: 'SUCCEEDED', chargeId: 'c1' }],
+      orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+      ledger: { charges: [charge('c1')], refunds: [{ chargeId: 'c1', refundNo: 'RN1' }] },
+      events: PAID_EVENTS,
+    };
+    expect(broken([], final)).to.deep.equal([]);
+  });
   it('when a payment is still PROCESSING or a record PROCESSING at the end, then nothing-stranded / no-processing-after-heal', () => {
     const final: FinalState = {
       ...EMPTY,

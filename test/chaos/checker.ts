@@ -63,7 +63,9 @@ export function check(history: HistoryEvent[], final: FinalState, limits: Limits
   const requests = history.filter((e): e is RequestEvent => e.type === 'request');
 
   // --- money: the ledger and the payment rows -------------------------------------------------
-  const refunded = new Set(final.ledger.refunds.map((r) => r.chargeId));
+  // Only a compensation (a refund without refundNo) undoes a charge; a business refund returns part or
+  // all of a charge that still stands.
+  const refunded = new Set(final.ledger.refunds.filter((r) => !r.refundNo).map((r) => r.chargeId));
   const standing = final.ledger.charges.filter((c) => c.status === 'SUCCEEDED' && !refunded.has(c.chargeId));
   const paymentsByNo = new Map(final.payments.map((p) => [p.paymentNo, p]));
   const standingByOrder = new Map<string, string[]>();

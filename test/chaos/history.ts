@@ -96,7 +96,8 @@ export interface FinalState {
   events: Array<{ id: string; tenant: string; type: string; resourceId: string }>;
   ledger: {
     charges: Array<{ paymentNo: string; chargeId: string; status: string; amount: string }>;
-    refunds: Array<{ chargeId: string }>;
+    // refundNo: a business refund (CONTRACT section 9), which undoes no charge; absent: a compensation.
+    refunds: Array<{ chargeId: string; refundNo?: string }>;
   };
 }
 

@@ -111,6 +111,16 @@ export const FAILPOINT_FAULTS: readonly FailpointFault[] = [
     gateway: { errorRate: 0.5 },
     minHoldMs: 2000,
   },
+  // Refunds' step boundaries (payments/refund-effect.ts). They fire once the driver makes refunds;
+  // until then the window passes without them.
+  { spec: 'refund.tx1.before-commit=sigstop@1;refund.tx1.after-commit=sigkill@1' },
+  { spec: 'refund.perform.before=throw@1;refund.perform.after=sigkill@1;refund.tx2.before=drop@1' },
+  {
+    spec: 'refund.tx2.after=sigkill@1;refund.takeover=throw@1',
+    others: 'refund.resume=throw%0.5',
+    gateway: { errorRate: 0.5 },
+    minHoldMs: 2000,
+  },
   { spec: 'purge.batch=sigkill@1', minHoldMs: PURGE_INTERVAL_MS + 700 },
   { spec: 'purge.batch=drop@1', minHoldMs: PURGE_INTERVAL_MS + 700 },
   // The target's executor stalls past its lease; the recoverer that takes it over (any instance's)

@@ -1,0 +1,33 @@
+import { Forbidden, NotFound } from '../../core/errors.js';
+import type { Identity } from '../../core/identity.js';
+import { Payment } from '../../models/payment.js';
+import { Refund } from '../../models/refund.js';
+import { toRefundDto } from '../../payments/refund-reply.js';
+import type { RefundDto } from './refunds.schema.js';
+
+/** Another tenant's refund is 404; the same tenant's refund of another user's payment is 403. */
+export async function getRefund(auth: Identity, id: string): Promise<RefundDto> {
+  const refund = await Refund.findOne({ where: { merchantId: auth.tenantId, id } });
+  if (!refund) throw new NotFound('Refund not found');
+  if (auth.role !== 'admin' && String(refund.userId) !== auth.userId) throw new Forbidden('Not your refund');
+  return toRefundDto(refund);
+}
+
+/** A payment's refunds, oldest first; the payment's own 404/403 first (as GET /payments/{id}). */
+export async function listRefunds(auth: Identity, paymentId: string): Promise<RefundDto[]> {
+  const payment = await Payment.findOne({
+    where: { merchantId: auth.tenantId, id: paymentId },
+    attributes: ['id', 'userId'],
+  });
+  if (!payment) throw new NotFound('Payment not found');
+  if (auth.role !== 'admin' && String(payment.userId) !== auth.userId)
+    throw new Forbidden('Not your payment');
+  const refunds = await Refund.findAll({
+    where: { paymentId },
+    order: [
+      ['createdAt', 'ASC'],
+      ['id', 'ASC'],
+    ],
+  });
+  return refunds.map(toRefundDto);
+}
