@@ -92,6 +92,14 @@ const schema = z.object({
     )
     .optional(),
   EVENT_RETENTION_DAYS: int(30, 1, 3650),
+  // Section 11: the largest export (more matching rows: FAILED "TOO_MANY_ROWS"), and how long a
+  // finished export's file is kept (hours; a fraction is allowed, e.g. for tests).
+  EXPORT_MAX_ROWS: int(1000000, 1, 100000000),
+  EXPORT_TTL_HOURS: z.coerce
+    .number()
+    .positive()
+    .max(24 * 365)
+    .default(24),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Test-only fault injection (core/failpoints.ts); refused with NODE_ENV=production.
   FAILPOINTS: z.string().optional(),

@@ -35,6 +35,7 @@ export const FAILPOINT_NAMES = [
   'payment.resume',
   'purge.batch',
   'recoverer.takeover',
+  'export.part.after',
 ] as const;
 // Not in the chaos driver's schedule (its instances are migrated before it starts): a migration's SQL
 // done, its SequelizeMeta row not yet written (test/ops/migrate-crash.test.ts).

@@ -1,4 +1,5 @@
 import './event-renderers.js';
+import { exportsRouter } from './exports/exports.router.js';
 import { ordersRouter } from './orders/orders.router.js';
 import { paymentsRouter } from './payments/payments.router.js';
 import { tokensRouter } from './tokens/tokens.router.js';
@@ -10,6 +11,7 @@ export const appRouter = router({
   users: usersRouter,
   orders: ordersRouter,
   payments: paymentsRouter,
+  exports: exportsRouter,
 });
 
 /** The type internal clients import for `@trpc/client`. */
