@@ -54,14 +54,6 @@ describe('exports: memory stays bounded for a 1,000,000-row export (written and 
     await insertOrders(db.sequelize, { tenant, userId: USER, count: ROWS, prefix: 'm' });
     const auth = bearer(tenant, USER);
     const before = memoryOf(pid);
-    const heap0 = await (await fetch(`${url}/metrics`)).text();
-    console.log(
-      'DEBUG before',
-      heap0
-        .split('\n')
-        .filter((l) => /^nodejs_(heap_size|external|heap_space_size_used_bytes)/.test(l))
-        .join(' | '),
-    );
 
     const started = await startExport(auth, { resource: 'orders' }, { baseUrl: url });
     expect(started.status, started.text).to.equal(202);
@@ -76,17 +68,6 @@ describe('exports: memory stays bounded for a 1,000,000-row export (written and 
     const final = await untilFinal(auth, id, { baseUrl: url, withinMs: 540_000 });
     expect(final).to.deep.include({ status: 'SUCCEEDED', rowCount: ROWS });
     const afterExport = memoryOf(pid);
-    const heap = async (when: string) => {
-      const m = await (await fetch(`${url}/metrics`)).text();
-      console.log(
-        when,
-        m
-          .split('\n')
-          .filter((l) => /^nodejs_(heap_size|external|heap_space_size_used_bytes)/.test(l))
-          .join(' | '),
-      );
-    };
-    await heap('DEBUG after export');
     const highestExporting = sampled;
 
     // Downloaded as a stream: the test counts bytes and lines, it never holds the file either.
