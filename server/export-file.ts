@@ -54,6 +54,10 @@ export function exportFileRoute(services: AppServices) {
     res.setHeader('Content-Type', MEDIA_TYPES[exp.format]);
     res.setHeader('Content-Disposition', `attachment; filename="export-${exp.id}.${exp.format}"`);
     res.setHeader('Content-Length', String(exp.bytes ?? 0));
+    if (req.method === 'HEAD') {
+      res.end();
+      return;
+    }
     try {
       for (let partNo = 1; partNo <= parts; partNo++) {
         const [part] = await sqlRows<{ data: string }>(

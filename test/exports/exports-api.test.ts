@@ -6,6 +6,7 @@ import { fencedUpdate, takeRowLease } from '../../idempotency/row-lease.js';
 import { runExport } from '../../routers/exports/export-run.js';
 import { purgeExpiredExportParts } from '../../server/export-jobs.js';
 import { http } from '../support/http.js';
+import { createOrder } from '../support/orders.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, tokenFor, uniqueTenant } from '../support/tokens.js';
 import { expectError } from '../support/users.js';
@@ -167,6 +168,29 @@ describe('exports: POST /exports, GET /exports/{id}, GET /exports/{id}/file (CON
         .split('\n')
         .map((l) => JSON.parse(l)),
     ).to.deep.equal(expected);
+  });
+
+  it('when payments are exported, then each line is the payment as GET /payments/{id} answers it', async () => {
+    const tenant = uniqueTenant('exp');
+    const auth = bearer(tenant, USER_A);
+    const paid: unknown[] = [];
+    for (const no of ['p-1', 'p-2']) {
+      await createOrder(undefined, auth, no, '12.30');
+      const res = await http('POST', '/api/v1/payments', {
+        headers: { ...auth, 'Idempotency-Key': idempotencyKey() },
+        body: { merchantOrderNo: no, amount: '12.30' },
+      });
+      expect(res.status, res.text).to.equal(201);
+      paid.push((await http('GET', `/api/v1/payments/${res.body.data.id}`, { headers: auth })).body.data);
+    }
+    const { file, final } = await exportFile(auth, { resource: 'payments', format: 'ndjson' });
+    expect(final.rowCount).to.equal(2);
+    const lines = file.text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : 1);
+    expect([...lines].sort(byId)).to.deep.equal([...(paid as Array<{ id: string }>)].sort(byId));
   });
 
   it('when there are no matching rows, then CSV is the header line alone and NDJSON is empty', async () => {
