@@ -103,4 +103,47 @@ describe('exports: a 200,000-row export whose worker is SIGKILLed twice is conti
     );
     expect(parts).to.equal(ROWS / PART_ROWS);
   });
+
+  it('when a worker freezes (SIGSTOP) and another takes over after its lease, then the frozen one, resumed, writes nothing (fenced) and the file is still every row once', async () => {
+    const frozen = await start({ FAILPOINTS: 'export.part.after=sigstop@3', LOG_LEVEL: 'warn' });
+    const tenant = uniqueTenant('stop-exp');
+    await insertOrders(db.sequelize, { tenant, userId: USER, count: 20_000, prefix: 's' });
+    const auth = bearer(tenant, USER);
+    const started = await startExport(
+      auth,
+      { resource: 'orders', format: 'ndjson' },
+      { baseUrl: frozen.url },
+    );
+    expect(started.status, started.text).to.equal(202);
+    const id: string = started.body.data.resourceId;
+    const deadline = Date.now() + 120_000;
+    while (!frozen.output().includes('failpoint export.part.after fired: sigstop')) {
+      if (Date.now() > deadline) throw new Error(`the worker never froze:\n${frozen.output()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect((await checkpoint(db, id)).parts).to.equal(3);
+    const successor = await start({});
+    const final = await untilFinal(auth, id, { baseUrl: successor.url, withinMs: 120_000 });
+    expect(final).to.deep.include({ status: 'SUCCEEDED', rowCount: 20_000 });
+    process.kill(frozen.pid, 'SIGCONT');
+    // Resumed, it reads its next batch and tries to write it under its old owner token: refused.
+    const until = Date.now() + 60_000;
+    while (!frozen.output().includes('export taken over by another worker; stopped')) {
+      if (Date.now() > until)
+        throw new Error(`the resumed worker did not stop as fenced:\n${frozen.output()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const file = await http('GET', `/api/v1/exports/${id}/file`, { baseUrl: successor.url, headers: auth });
+    const lines = file.text
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(lines).to.deep.equal(await ordersOf(db.sequelize, tenant, USER));
+    const [{ parts }] = await sqlRows<{ parts: number }>(
+      db.sequelize,
+      'SELECT count(*)::int AS parts FROM export_parts WHERE export_id = $1',
+      [id],
+    );
+    expect(parts).to.equal(20_000 / PART_ROWS);
+  });
 });
