@@ -277,6 +277,13 @@ describe('exports: POST /exports, GET /exports/{id}, GET /exports/{id}/file (CON
       rowCount: null,
     });
     expectError(await http('GET', `/api/v1/exports/${row.id}/file`, { headers: auth }), 409, 40903);
+    const events = await sqlRows<{ type: string; row: Record<string, unknown> }>(
+      sequelize,
+      'SELECT type, row FROM events WHERE resource_id = $1 AND type LIKE $2',
+      [row.id, 'export.%'],
+    );
+    expect(events.map((e) => e.type)).to.deep.equal(['export.failed']);
+    expect(renderEventData(events[0].type, events[0].row)).to.deep.equal(got.body.data);
     const [{ n }] = await sqlRows<{ n: number }>(
       sequelize,
       'SELECT count(*)::int AS n FROM export_parts WHERE export_id = $1',

@@ -146,4 +146,25 @@ describe('exports: a 200,000-row export whose worker is SIGKILLed twice is conti
     );
     expect(parts).to.equal(20_000 / PART_ROWS);
   });
+
+  it('when an export was committed but its job never added (a crash between the two), then the sweep starts it and it finishes', async () => {
+    const instance = await start({});
+    const tenant = uniqueTenant('lost-exp');
+    await insertOrders(db.sequelize, { tenant, userId: USER, count: 2_500, prefix: 'l' });
+    // The POST's transaction as it commits, without the add that follows it.
+    const [row] = await sqlRows<{ id: string }>(
+      db.sequelize,
+      `INSERT INTO exports (tenant_id, user_id, all_users, resource, format, snapshot_at)
+       VALUES ($1, $2, false, 'orders', 'csv', now()) RETURNING id::text AS id`,
+      [tenant, USER],
+    );
+    const auth = bearer(tenant, USER);
+    const final = await untilFinal(auth, row.id, { baseUrl: instance.url, withinMs: 120_000 });
+    expect(final).to.deep.include({ status: 'SUCCEEDED', rowCount: 2_500 });
+    const file = await http('GET', `/api/v1/exports/${row.id}/file`, {
+      baseUrl: instance.url,
+      headers: auth,
+    });
+    expect(csvObjects(file.text)).to.deep.equal(await ordersOf(db.sequelize, tenant, USER));
+  });
 });
