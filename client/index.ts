@@ -5,6 +5,8 @@
  *   await trpc.payments.create.mutate({ merchantOrderNo: 'A-1', amount: '10.50' });
  *   await rest.POST('/api/v1/payments', { body: { merchantOrderNo: 'A-1', amount: '10.50' } });
  *   await trpc.refunds.create.mutate({ id: paymentId, amount: '2.50' }); // refunds: the same protocol
+ *   const { data } = await trpc.exports.create.mutate({ resource: 'orders' }); // 202: data.resourceId
+ *   await waitForExport(trpc, data.resourceId); // SUCCEEDED or FAILED; the file: GET /api/v1/exports/{id}/file
  *
  * Every mutation gets one Idempotency-Key per call (or the caller's own: tRPC
  * `{ context: { idempotencyKey } }`, REST `params.header['Idempotency-Key']`) and is retried with it
@@ -20,6 +22,7 @@
  * subscription cannot connect).
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createTRPCClient, httpLink, httpSubscriptionLink, splitLink, type TRPCLink } from '@trpc/client';
 import { observable } from '@trpc/server/observable';
 import { EventSource } from 'eventsource';
@@ -246,4 +249,43 @@ function waitForFinal<T extends { id: string; status: string }>(
       },
     );
   });
+}
+
+export interface ExportWaitOptions {
+  /** How long to wait in all (default 10 minutes): then ExportStillRunningError. */
+  timeoutMs?: number;
+  /** Between polls (default 1 s). */
+  intervalMs?: number;
+  signal?: AbortSignal;
+}
+
+/** The export was still PROCESSING when the wait ended; it goes on running: wait again, or poll. */
+export class ExportStillRunningError extends Error {
+  constructor(readonly exportId: string) {
+    super(`export ${exportId} is still PROCESSING`);
+    this.name = 'ExportStillRunningError';
+  }
+}
+
+type TrpcClient = ReturnType<typeof createTRPCClient<AppRouter>>;
+type ExportAnswer = Awaited<ReturnType<TrpcClient['exports']['get']['query']>>['data'];
+
+/**
+ * Waits (bounded) until an export is final: polls `exports.get` until it is SUCCEEDED or FAILED, and
+ * returns it; its file is then at `GET /api/v1/exports/{id}/file`. (An event subscription can replace
+ * the polling; polling is what any client can do.)
+ */
+export async function waitForExport(
+  trpc: TrpcClient,
+  id: string,
+  options: ExportWaitOptions = {},
+): Promise<ExportAnswer> {
+  const deadline = Date.now() + (options.timeoutMs ?? 600_000);
+  const interval = options.intervalMs ?? 1000;
+  for (;;) {
+    const { data } = await trpc.exports.get.query({ id }, { signal: options.signal });
+    if (data.status !== 'PROCESSING') return data;
+    if (Date.now() + interval > deadline) throw new ExportStillRunningError(id);
+    await sleep(interval, undefined, { signal: options.signal });
+  }
 }

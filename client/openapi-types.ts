@@ -265,6 +265,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/exports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start an export (202; poll Location, then GET its /file) */
+        post: operations["exports-create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/exports/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get an export (its status; the file is at /file once SUCCEEDED) */
+        get: operations["exports-get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users": {
         parameters: {
             query?: never;
@@ -448,6 +482,23 @@ export interface paths {
         };
         /** Readiness: database reachable and migrations applied */
         get: operations["readyz"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/exports/{id}/file": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Download an export’s file (streamed, no envelope) */
+        get: operations["exports-file"];
         put?: never;
         post?: never;
         delete?: never;
@@ -5508,6 +5559,445 @@ export interface operations {
             };
         };
     };
+    "exports-create": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description One high-entropy key per business operation, reused on every retry (16..64 of [A-Za-z0-9_-]) */
+                "Idempotency-Key": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    resource: "orders" | "payments";
+                    /**
+                     * @default csv
+                     * @enum {string}
+                     */
+                    format?: "csv" | "ndjson";
+                    /** Format: date-time */
+                    createdFrom?: string;
+                    /** Format: date-time */
+                    createdTo?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted: the work runs in the background; poll Location */
+            202: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description The task (the resource being processed) */
+                    Location: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 202;
+                        message: string;
+                        data: {
+                            /** @constant */
+                            status: "PROCESSING";
+                            resourceId: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Conflict: 40901 key reused with another request, 40902 business key reused, 40903 state, 40904 unique field, 40905 key expired (purged), 40906 refund exceeds what is left */
+            409: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body larger than MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Body is not application/json */
+            415: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Idempotency limits: 42901 too many in flight, 42902 too many retained keys */
+            429: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    /** @description "true" when this is the stored answer of an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "exports-get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        code: 200;
+                        /** @constant */
+                        message: "Success";
+                        data: {
+                            id: string;
+                            /** @enum {string} */
+                            resource: "orders" | "payments";
+                            /** @enum {string} */
+                            format: "csv" | "ndjson";
+                            /** @enum {string} */
+                            status: "PROCESSING" | "SUCCEEDED" | "FAILED";
+                            rowCount: number | null;
+                            bytes: number | null;
+                            failureReason: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                            completedAt: string | null;
+                            expiresAt: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such resource (or another tenant’s) */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
     "users-list-alias": {
         parameters: {
             query?: {
@@ -7692,6 +8182,175 @@ export interface operations {
                     "X-Request-Id": string;
                     /** @description Methods this path supports */
                     Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Database or payment gateway unavailable; safe to retry with the same Idempotency-Key */
+            503: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+        };
+    };
+    "exports-file": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file: CSV (one header line, RFC 4180) or NDJSON, one row of the export per line */
+            200: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description attachment; filename="export-<id>.<format>" */
+                    "Content-Disposition": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description Validation failure, malformed JSON, bad Idempotency-Key or bad path id */
+            400: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid or expired token */
+            401: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Bearer */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Not allowed (or the user is DISABLED) */
+            403: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description No such export (or another tenant’s, or not yours), or its file expired */
+            404: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Method not allowed on this path */
+            405: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    /** @description Methods this path supports */
+                    Allow: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Conflict: 40903 the export has not SUCCEEDED (still PROCESSING, or FAILED) */
+            409: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: number;
+                        message: string;
+                        data: null | {
+                            mismatch: string[];
+                        };
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    /** @description Echo of the request’s X-Request-Id, or a generated one */
+                    "X-Request-Id": string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -7,7 +7,8 @@ import { randomUUID } from 'node:crypto';
  * `Retry-After` (seconds or an HTTP-date; jittered, never sooner) or a capped, jittered exponential
  * back-off without one, until the caller's deadline; a 202 (over tRPC: a result carrying the
  * processing marker) is followed by sending the call again with the same key after `Retry-After`,
- * until the answer is final: the service answers it with the first answer, replayed. A wait that
+ * until the answer is final: the service answers it with the first answer, replayed (a 202 that is
+ * itself replayed, `Idempotent-Replayed: true`, is such a stored answer: an export's task id). A wait that
  * would pass the deadline is cut short for one last attempt; then the call ends as
  * StillProcessingError (key, Location) when the service said it was processing, else as
  * RetriesExhaustedError. The caller's abort signal ends the call at once. No other 4xx is ever
@@ -175,7 +176,10 @@ export function retryingFetch(
         if (callerSignal.aborted) throw callerSignal.reason;
         lastError = err; // refused, reset, time-out: retried with the same key
       }
-      const processing = res ? res.status === 202 || (await trpcProcessing(input.url, res)) : false;
+      // A 202 marked as replayed is a stored answer (an accepted export's task id): final, not in flight.
+      const stored = res?.headers.get('idempotent-replayed') === 'true';
+      const processing =
+        res && !stored ? res.status === 202 || (await trpcProcessing(input.url, res)) : false;
       options.onAttempt?.({ key, status: res?.status ?? 0, processing });
       let advised: number | undefined;
       if (res) {

@@ -97,6 +97,14 @@ const schema = z.object({
   EVENT_RETENTION_DAYS: int(30, 1, 3650),
   // events.onEvent streams one instance serves at once; one more is refused (503, its client retries).
   EVENT_MAX_SUBSCRIBERS: int(2000, 1, 1000000),
+  // Section 11: the largest export (more matching rows: FAILED "TOO_MANY_ROWS"), and how long a
+  // finished export's file is kept (hours; a fraction is allowed, e.g. for tests).
+  EXPORT_MAX_ROWS: int(1000000, 1, 100000000),
+  EXPORT_TTL_HOURS: z.coerce
+    .number()
+    .positive()
+    .max(24 * 365)
+    .default(24),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Test-only fault injection (core/failpoints.ts); refused with NODE_ENV=production.
   FAILPOINTS: z.string().optional(),

@@ -236,6 +236,6 @@ function leaveProcessingCtes(update: string): string {
             WHERE s.user_scope = done.user_scope AND s.holder = $1 RETURNING 1)`;
 }
 
-function newOwnerToken(): string {
+export function newOwnerToken(): string {
   return randomBytes(32).toString('hex');
 }

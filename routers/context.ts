@@ -18,6 +18,8 @@ export interface Services {
   payments: PaymentDeps;
   /** Counts what the idempotency protocol did, per operation (a Prometheus counter in server/). */
   countOutcome(operation: string, outcome: OutcomeKind): void;
+  /** Starts an accepted export's background work (server/export-jobs.ts); set once jobs run. */
+  exportQueue?: { enqueue(id: string): Promise<unknown> };
 }
 
 export interface Context {

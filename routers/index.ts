@@ -1,5 +1,6 @@
 import './event-renderers.js';
 import { eventsRouter } from './events/events.router.js';
+import { exportsRouter } from './exports/exports.router.js';
 import { ordersRouter } from './orders/orders.router.js';
 import { paymentsRouter } from './payments/payments.router.js';
 import { refundsRouter } from './refunds/refunds.router.js';
@@ -16,6 +17,7 @@ export const appRouter = router({
   events: eventsRouter,
   webhookEndpoints: webhookEndpointsRouter,
   refunds: refundsRouter,
+  exports: exportsRouter,
 });
 
 /** The type internal clients import for `@trpc/client`. */

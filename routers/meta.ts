@@ -8,8 +8,8 @@ import { proceduresOf } from './trpc-internals.js';
  * both read it from here (idempotentMutation writes it from its own definition).
  */
 export type ProcedureMeta = {
-  /** REST success status when it is not 200 (201 create, 204 delete). */
-  successStatus?: 201 | 204;
+  /** REST success status when it is not 200 (201 create, 202 accepted task, 204 delete). */
+  successStatus?: 201 | 202 | 204;
   /** A 201 with a Location header: the canonical path of the created resource. */
   createdLocation?: boolean;
   /** The Idempotency-Key header this operation takes. */
@@ -32,7 +32,7 @@ export type ProcedureMeta = {
 export type Meta = OpenApiMeta<ProcedureMeta>;
 
 const metaSchema = z.object({
-  successStatus: z.union([z.literal(201), z.literal(204)]).optional(),
+  successStatus: z.union([z.literal(201), z.literal(202), z.literal(204)]).optional(),
   createdLocation: z.boolean().optional(),
   idempotencyKey: z.enum(['required', 'optional']).optional(),
   userCheckInWrite: z

@@ -38,7 +38,8 @@ export interface Definition<I extends z.ZodType> {
  * read it. A location makes it a create: Location header, and the record keeps the resource id.
  */
 export interface Success {
-  status: 200 | 201;
+  /** 202: the operation's own answer is "accepted" (an export: long-running work with a task id). */
+  status: 200 | 201 | 202;
   location?: (resourceId: string) => string;
 }
 

@@ -11,6 +11,7 @@ import { accessLog, observeDuration } from './access-log.js';
 import type { AppServices } from './app-services.js';
 import { contextFor } from './context-for.js';
 import { docsRouter } from './docs.js';
+import { exportFileOtherMethods, exportFileRoute } from './export-file.js';
 import { healthRouter } from './health.js';
 import { errorHandler, notFoundHandler, sendError } from './http-errors.js';
 import { localsOf } from './locals.js';
@@ -86,6 +87,9 @@ function createExpressApp(services: AppServices, openapiDoc: ReturnType<typeof b
   app.all(['/openapi.json', '/metrics'], (_req: Request, res: Response) =>
     sendError(res, new MethodNotAllowed(['GET'])),
   );
+
+  app.get('/api/v1/exports/:id/file', exportFileRoute(services));
+  app.all('/api/v1/exports/:id/file', exportFileOtherMethods);
 
   // tRPC checks the media type itself but accepts any charset; hold it to the REST rule (415).
   app.use('/trpc', (req, res, next) =>

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { processingSchema } from '../core/envelope.js';
 import type { AppRouter } from '../routers/index.js';
 import { metaByProcedure } from '../routers/meta.js';
+import { EXPORT_FILE_PATH } from './export-file.js';
 import { ALIASES } from './rest-routes.js';
 
 const errorEnvelope = {
@@ -93,6 +94,42 @@ function describeProbes(doc: OpenAPIObject): void {
   doc.paths = paths as OpenAPIObject['paths'];
 }
 
+/** The export's file: a plain route (a raw body, which tRPC cannot answer), described by hand. */
+function describeExportFile(doc: OpenAPIObject): void {
+  const paths = (doc.paths ?? {}) as Record<string, unknown>;
+  const errors = Object.fromEntries(
+    ['400', '401', '403', '404', '405', '409', '500', '503'].map((s) => [s, errorResponse(s, false)]),
+  );
+  errors['409'].description = 'Conflict: 40903 the export has not SUCCEEDED (still PROCESSING, or FAILED)';
+  errors['404'].description = 'No such export (or another tenant’s, or not yours), or its file expired';
+  paths[EXPORT_FILE_PATH] = {
+    get: {
+      operationId: 'exports-file',
+      summary: 'Download an export’s file (streamed, no envelope)',
+      tags: ['exports'],
+      security: [{ Authorization: [] }],
+      parameters: [
+        { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: '^[1-9][0-9]{0,18}$' } },
+      ],
+      responses: {
+        '200': {
+          description: 'The file: CSV (one header line, RFC 4180) or NDJSON, one row of the export per line',
+          headers: {
+            'X-Request-Id': REQUEST_ID,
+            'Content-Disposition': header('attachment; filename="export-<id>.<format>"', true),
+          },
+          content: {
+            'text/csv': { schema: { type: 'string' } },
+            'application/x-ndjson': { schema: { type: 'string' } },
+          },
+        },
+        ...errors,
+      },
+    },
+  };
+  doc.paths = paths as OpenAPIObject['paths'];
+}
+
 const TAG_DESCRIPTIONS: Record<string, string> = {
   ops: 'Probes for orchestrators and balancers (public)',
   tokens: 'Bearer tokens for a tenant user (public)',
@@ -100,6 +137,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   orders: 'Orders; creating one needs an Idempotency-Key',
   payments: 'Payments of orders, charged exactly once at the gateway',
   events: 'The event feed (the outbox); the subscription events.onEvent is tRPC over SSE, not REST (README)',
+  exports: 'Exports of orders or payments: long-running work with a task id, then a file',
 };
 
 const ERROR_DESCRIPTIONS: Record<string, string> = {
@@ -209,7 +247,18 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
             };
       // A keyed operation without a body (DELETE) answers 202 too while its first request runs.
       const processingBody = processing ?? (idempotent ? PROCESSING_ENVELOPE : undefined);
-      if (processingBody) {
+      if (successStatus === '202') {
+        // An accepted task (an export): its 202 is the answer, replayed too, always with Location.
+        responses['202'] = {
+          description: 'Accepted: the work runs in the background; poll Location',
+          headers: {
+            ...successHeaders,
+            'Retry-After': RETRY_AFTER,
+            Location: header('The task (the resource being processed)', true),
+          },
+          content: { 'application/json': { schema: processingBody } },
+        };
+      } else if (processingBody) {
         responses['202'] = {
           description:
             'The first request with this Idempotency-Key is still processing; poll Location or retry',
@@ -255,6 +304,7 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
   for (const name of Object.keys(schemas ?? {})) if (name.startsWith('error.')) delete schemas?.[name];
   describeAliases(doc);
   describeProbes(doc);
+  describeExportFile(doc);
   // Public operations say so (security: []), and every tag used is declared once, with its meaning.
   const tags = new Set<string>();
   for (const ops of Object.values(doc.paths ?? {})) {

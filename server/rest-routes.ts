@@ -22,8 +22,11 @@ export const ALIASES: Array<{ alias: string; canonical: string; methods: string[
   { alias: '/payments/{id}', canonical: '/api/v1/payments/{id}', methods: ['GET'] },
 ];
 
-/** Paths of the probes (server/health.ts), described in the document but not procedures. */
-const PROBES = ['/healthz', '/readyz'];
+/**
+ * Paths described in the document but not procedures: the probes (server/health.ts) and the export's
+ * file (server/export-file.ts, a plain route: a raw body).
+ */
+const PROBES = ['/healthz', '/readyz', '/api/v1/exports/{id}/file'];
 
 /** Builds the route table from the generated OpenAPI paths (the procedures), plus live aliases. */
 export function buildRouteTable(paths: Record<string, object>): RestRoute[] {

@@ -30,6 +30,7 @@ import { createApp } from './app.js';
 import type { AppServices } from './app-services.js';
 import { every, PauseLog } from './background.js';
 import { createEngine } from './engine-from-config.js';
+import { startExportWork } from './export-jobs.js';
 import { PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, settingUpJobs, startJobs } from './jobs.js';
 import { Metrics } from './metrics.js';
 import { startNatsRelay } from './nats-relay.js';
@@ -118,7 +119,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
     countOutcome: (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
   };
   const jobs = await settingUpJobs(
-    () => startBackgroundWork({ config, db, logger, metrics, payments }),
+    () => startBackgroundWork({ config, db, logger, metrics, payments, services }),
     config.DB_STARTUP_TIMEOUT_MS,
   ).catch(async (err: unknown) => {
     await db.close().catch(() => {});
@@ -171,6 +172,7 @@ async function startBackgroundWork(deps: {
   logger: Logger;
   metrics: Metrics;
   payments: PaymentDeps;
+  services: AppServices;
 }): Promise<Jobs> {
   const { config, db, logger, metrics, payments } = deps;
   const jobs = await startJobs(config, db.url, logger);
@@ -236,6 +238,13 @@ async function startBackgroundWork(deps: {
     );
     await startNatsRelay({ config, jobs, pauses, sequelize: db.sequelize, logger });
     await startWebhookDeliveries(jobs, pauses, { config, sequelize: db.sequelize, logger });
+    deps.services.exportQueue = await startExportWork({
+      jobs,
+      pauses,
+      config,
+      sequelize: db.sequelize,
+      logger,
+    });
   } catch (err) {
     // Set-up failed half way: the job runner's pool and workers must not outlive the start.
     await jobs.stop(config.SHUTDOWN_TIMEOUT_MS).catch(() => {});

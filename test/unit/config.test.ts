@@ -75,6 +75,21 @@ describe('configuration (CONTRACT section 8)', () => {
     expect(loadConfig({ IDEMPOTENCY_TOMBSTONE_DAYS: '1' }).IDEMPOTENCY_TOMBSTONE_DAYS).to.equal(1);
   });
 
+  it('when EXPORT_MAX_ROWS or EXPORT_TTL_HOURS is invalid, then start is refused naming it; unset, 1000000 and 24', () => {
+    for (const bad of ['0', '-1', '1.5', 'many', '100000001']) {
+      expect(refusal({ EXPORT_MAX_ROWS: bad })).to.include('EXPORT_MAX_ROWS:');
+    }
+    for (const bad of ['0', '-2', 'day', '8761']) {
+      expect(refusal({ EXPORT_TTL_HOURS: bad })).to.include('EXPORT_TTL_HOURS:');
+    }
+    const defaults = loadConfig({});
+    expect(defaults.EXPORT_MAX_ROWS).to.equal(1000000);
+    expect(defaults.EXPORT_TTL_HOURS).to.equal(24);
+    const set = loadConfig({ EXPORT_MAX_ROWS: '10', EXPORT_TTL_HOURS: '0.001' });
+    expect(set.EXPORT_MAX_ROWS).to.equal(10);
+    expect(set.EXPORT_TTL_HOURS).to.equal(0.001);
+  });
+
   it('when a previous response key is not 32 bytes, then start is refused naming RESPONSE_ENCRYPTION_PREVIOUS_KEYS', () => {
     expect(refusal({ RESPONSE_ENCRYPTION_PREVIOUS_KEYS: `k0:${key30}` })).to.include(
       'RESPONSE_ENCRYPTION_PREVIOUS_KEYS:',

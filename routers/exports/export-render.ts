@@ -1,0 +1,122 @@
+import type { Sequelize } from 'sequelize';
+import { sqlRows } from '../../core/sql.js';
+import type { OrderRow } from '../../models/order.js';
+import type { Payment } from '../../models/payment.js';
+import { paymentSchema } from '../../payments/payment.schema.js';
+import { toPaymentDto } from '../../payments/payment-reply.js';
+import { toOrderDto } from '../orders/orders.handlers.js';
+import { orderSchema } from '../orders/orders.schema.js';
+import type { ExportFormat, ExportResource } from './exports.schema.js';
+
+/** What an export selects: set at its creation, never changed (the worker reads it with the lease). */
+export interface ExportScope {
+  resource: ExportResource;
+  format: ExportFormat;
+  tenantId: string;
+  /** null: an admin's export, the tenant's rows; else the creator's own. */
+  userId: string | null;
+  createdFrom: Date | null;
+  createdTo: Date | null;
+  /** Rows created up to this instant: those that existed when the export was created. */
+  snapshotAt: Date;
+}
+
+/**
+ * Each resource's table and transfer object: the file's fields are exactly the API's (the same
+ * functions render both), in the order of the schema's keys. A row is read whole (`SELECT *`) and its
+ * columns camel-cased, as a model instance holds them, so a column added to the table later reaches
+ * the transfer object without a second list here.
+ */
+const RESOURCES = {
+  orders: {
+    table: 'orders',
+    tenantColumn: 'tenant_id',
+    idType: 'bigint',
+    fields: Object.keys(orderSchema.shape),
+    render: (row: Record<string, unknown>) => toOrderDto(row as unknown as OrderRow),
+  },
+  payments: {
+    table: 'payments',
+    tenantColumn: 'merchant_id',
+    idType: 'text',
+    fields: Object.keys(paymentSchema.shape),
+    render: (row: Record<string, unknown>) => toPaymentDto(row as unknown as Payment),
+  },
+} as const;
+
+/** The WHERE clause of an export's rows after `afterId` (`$1`..), and its parameters. */
+function selection(scope: ExportScope, afterId: string | null): { where: string; values: unknown[] } {
+  const r = RESOURCES[scope.resource];
+  const values: unknown[] = [scope.tenantId, scope.snapshotAt];
+  const where = [`${r.tenantColumn} = $1`, 'created_at <= $2'];
+  const add = (sql: (n: number) => string, value: unknown) => {
+    values.push(value);
+    where.push(sql(values.length));
+  };
+  // The user's own rows: (tenant_id, user_id, id) is an index of orders, so its id order is cheap.
+  if (scope.userId !== null) add((n) => `user_id = $${n}`, scope.userId);
+  if (scope.createdFrom) add((n) => `created_at >= $${n}`, scope.createdFrom);
+  if (scope.createdTo) add((n) => `created_at <= $${n}`, scope.createdTo);
+  if (afterId !== null) add((n) => `id > $${n}::${r.idType}`, afterId);
+  return { where: where.join(' AND '), values };
+}
+
+/** Counts the matching rows, up to `limit` + 1 (enough to know it is over the limit, no further). */
+export async function countUpTo(sequelize: Sequelize, scope: ExportScope, limit: number): Promise<number> {
+  const { where, values } = selection(scope, null);
+  const [row] = await sqlRows<{ n: number }>(
+    sequelize,
+    `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${RESOURCES[scope.resource].table} WHERE ${where} LIMIT ${limit + 1}) s`,
+    values,
+  );
+  return row.n;
+}
+
+const camel = (column: string) => column.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
+
+/** The next `limit` matching rows after `afterId`, in id order, as transfer objects. */
+export async function nextBatch(
+  sequelize: Sequelize,
+  scope: ExportScope,
+  afterId: string | null,
+  limit: number,
+): Promise<{ dtos: Record<string, unknown>[]; lastId: string | null }> {
+  const r = RESOURCES[scope.resource];
+  const { where, values } = selection(scope, afterId);
+  const rows = await sqlRows<Record<string, unknown>>(
+    sequelize,
+    `SELECT * FROM ${r.table} WHERE ${where} ORDER BY id LIMIT ${Math.trunc(limit)}`,
+    values,
+  );
+  const names = rows.length > 0 ? Object.keys(rows[0]).map((k) => [k, camel(k)] as const) : [];
+  const dtos = rows.map((row) => {
+    const shaped: Record<string, unknown> = {};
+    for (const [column, name] of names) shaped[name] = row[column];
+    return r.render(shaped) as unknown as Record<string, unknown>;
+  });
+  const last = rows.at(-1);
+  return { dtos, lastId: last ? String(last.id) : null };
+}
+
+/** RFC 4180: a field with a comma, a quote or a line break is quoted, its quotes doubled. */
+export function csvField(value: unknown): string {
+  if (value === null || value === undefined) return '';
+  const text = typeof value === 'string' ? value : String(value);
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+/** The CSV header line of a resource (CRLF-terminated, as every record: RFC 4180). */
+export function csvHeader(resource: ExportResource): string {
+  return `${RESOURCES[resource].fields.join(',')}\r\n`;
+}
+
+/** One part of the file: its rows in the export's format. */
+export function renderRows(
+  resource: ExportResource,
+  format: ExportFormat,
+  dtos: Record<string, unknown>[],
+): string {
+  if (format === 'ndjson') return dtos.map((d) => `${JSON.stringify(d)}\n`).join('');
+  const fields = RESOURCES[resource].fields;
+  return dtos.map((d) => `${fields.map((f) => csvField(d[f])).join(',')}\r\n`).join('');
+}
