@@ -13,8 +13,10 @@ import {
   type InputOf,
   isCreate,
   type Local,
+  type Made,
   type NoContent,
   type Run,
+  type ShownOnce,
 } from './mutation-definition.js';
 import { counted, failureAsReply, failureReply, successOf } from './mutation-replies.js';
 import { authedProcedure } from './trpc.js';
@@ -107,16 +109,30 @@ async function local<I extends z.ZodType, D extends { id: string } | void>(
   operation: string,
 ): Promise<Answer> {
   const key = admit(ctx, def, false);
-  const execute = async (tx: Transaction) => successOf(def, await def.run({ ctx, input, tx }));
+  const shownOnce = 'shownOnce' in def ? def.shownOnce : undefined;
+  const made = shownOnce?.make();
+  const execute = async (tx: Transaction) => successOf(def, await def.run({ ctx, input, tx, made }));
+  const shown = (answer: Answer) => (shownOnce && made ? showOnce(answer, shownOnce, made) : answer);
   if (!key) {
     // No key: a plain transaction, so the operation is the same with or without one.
     const { reply } = await ctx.services.sequelize.transaction(execute);
-    return { kind: 'keyless', reply };
+    return shown({ kind: 'keyless', reply });
   }
   const location = 'location' in def.success ? def.success.location : undefined;
   const request = idempotentRequest(ctx, def, input, operation, key, location);
   // The key's record when authentication already read it for this very scope (one round trip less).
   const mine = ctx.prefetched?.scopeKey === request.scopeKey ? { record: ctx.prefetched.record } : undefined;
   const work: LocalWork = (tx) => failureAsReply(execute(tx));
-  return counted(ctx, operation, await ctx.services.idempotency.runLocal(request, work, ctx.signal, mine));
+  return shown(
+    counted(ctx, operation, await ctx.services.idempotency.runLocal(request, work, ctx.signal, mine)),
+  );
+}
+
+/** The secret in the answer of the request whose write made this very resource, and in no other. */
+function showOnce<D extends { id: string }>(answer: Answer, shownOnce: ShownOnce<D>, made: Made): Answer {
+  if (answer.kind !== 'keyless' && answer.kind !== 'executed') return answer;
+  const body = answer.reply.body as Envelope<D> | undefined;
+  if (body?.data?.id !== made.id) return answer;
+  const data = shownOnce.show(body.data, made.secret);
+  return { ...answer, reply: { ...answer.reply, body: { ...body, data } } };
 }

@@ -43,11 +43,30 @@ export interface Success {
   location?: (resourceId: string) => string;
 }
 
+/** What ShownOnce made before the write: the new resource's id and the value only its answer shows. */
+export interface Made {
+  id: string;
+  secret: string;
+}
+
 export type Run<I extends z.ZodType, D> = (args: {
   ctx: AuthedContext;
   input: InputOf<I>;
   tx: Transaction;
+  /** With `shownOnce`: what it made for this request. */
+  made?: Made;
 }) => Promise<D>;
+
+/**
+ * A value that only the answer of the request whose write made it may carry (a webhook endpoint's
+ * secret: CONTRACT sections 5 and 12). It is made before the write, which stores it only sealed, and
+ * put into that one answer after the engine stored its record: the stored answer and every replay
+ * hold what `run` returned (`secret: null`).
+ */
+export interface ShownOnce<D extends { id: string }> {
+  make(): Made;
+  show(data: D, secret: string): D;
+}
 
 /** Mode A: `run` executes inside the engine's transaction (inside a plain one without a key). */
 export interface Local<I extends z.ZodType, D extends { id: string }> extends Definition<I> {
@@ -55,6 +74,7 @@ export interface Local<I extends z.ZodType, D extends { id: string }> extends De
   success: Success;
   output: z.ZodType<Envelope<D>>;
   run: Run<I, D>;
+  shownOnce?: ShownOnce<D>;
 }
 
 /**

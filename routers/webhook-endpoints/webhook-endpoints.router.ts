@@ -1,15 +1,9 @@
-import type { Transaction } from 'sequelize';
 import { z } from 'zod';
-import { type Envelope, ok, type Processing, processingSchema } from '../../core/envelope.js';
+import { ok } from '../../core/envelope.js';
 import { newWebhookSecret } from '../../events/webhook-sender.js';
 import { getEndpoint, listDeliveries, listEndpoints } from '../../events/webhook-store.js';
-import { type Answer, deliver } from '../answer.js';
-import type { AuthedContext } from '../context.js';
 import { idempotentMutation } from '../idempotent-mutation.js';
-import { idempotentRequest } from '../idempotent-request.js';
-import { admit, type Local } from '../mutation-definition.js';
-import { counted, failureAsReply, successOf } from '../mutation-replies.js';
-import { adminProcedure, authedProcedure, router } from '../trpc.js';
+import { adminProcedure, router } from '../trpc.js';
 import {
   checkEndpointUrl,
   createEndpoint,
@@ -29,84 +23,30 @@ import {
 
 const tags = ['webhooks'];
 
-type Created = z.infer<typeof createdEndpointEnvelope>['data'];
-
-/**
- * The create is idempotentMutation's Mode A `local` path written out here, for one difference: the
- * answer the engine stores (and replays) holds `secret: null`, and only the answer of the request
- * that wrote the endpoint gets the secret, added after the engine sealed its record. The definition
- * is the same shape idempotentMutation takes, so the fingerprint, the meta and the replies are
- * built by the same functions.
- */
-const createDef: Local<typeof createEndpointInput, Created> = {
-  openapi: {
-    method: 'POST',
-    path: '/api/v1/webhook-endpoints',
-    tags,
-    summary: 'Create a webhook endpoint (its secret is in this answer only)',
-  },
-  key: 'optional',
-  admin: true,
-  success: { status: 201, location: endpointLocation },
-  input: createEndpointInput,
-  output: createdEndpointEnvelope,
-  // Unused: the procedure below runs `write` itself.
-  run: () => Promise.reject(new Error('webhookEndpoints.create runs its own write')),
-};
-
-const createOutput: z.ZodType<Envelope<Created> | Processing> = z.union([
-  createdEndpointEnvelope,
-  processingSchema,
-]);
-
-const create = authedProcedure
-  .meta({
-    openapi: createDef.openapi,
-    successStatus: 201,
-    createdLocation: true,
-    idempotencyKey: 'optional',
-  })
-  .input(createEndpointInput)
-  .output(createOutput)
-  .mutation(async ({ ctx: authed, input, path }) => {
-    const ctx: AuthedContext = authed;
-    const key = admit(ctx, createDef, false);
-    await checkEndpointUrl(ctx, input.url);
-    const made = { id: newEndpointId(), secret: newWebhookSecret() };
-    const execute = async (tx: Transaction) =>
-      successOf(createDef, await createEndpoint(ctx, input, made, tx));
-    let answer: Answer;
-    if (!key) {
-      const { reply } = await ctx.services.sequelize.transaction(execute);
-      answer = { kind: 'keyless', reply };
-    } else {
-      const request = idempotentRequest(ctx, createDef, input, path, key, endpointLocation);
-      const mine =
-        ctx.prefetched?.scopeKey === request.scopeKey ? { record: ctx.prefetched.record } : undefined;
-      const outcome = await ctx.services.idempotency.runLocal(
-        request,
-        (tx) => failureAsReply(execute(tx)),
-        ctx.signal,
-        mine,
-      );
-      answer = counted(ctx, path, outcome);
-    }
-    return deliver(ctx, revealSecret(answer, made));
-  });
-
-/** The secret in the answer of the request whose write created this very endpoint, and in no other. */
-function revealSecret(answer: Answer, made: { id: string; secret: string }): Answer {
-  if (answer.kind !== 'keyless' && answer.kind !== 'executed') return answer;
-  const body = answer.reply.body as Envelope<Created> | undefined;
-  if (answer.reply.status !== 201 || body?.data?.id !== made.id) return answer;
-  return {
-    ...answer,
-    reply: { ...answer.reply, body: { ...body, data: { ...body.data, secret: made.secret } } },
-  };
-}
-
 export const webhookEndpointsRouter = router({
-  create,
+  create: idempotentMutation({
+    openapi: {
+      method: 'POST',
+      path: '/api/v1/webhook-endpoints',
+      tags,
+      summary: 'Create a webhook endpoint (its secret is in this answer only)',
+    },
+    key: 'optional',
+    admin: true,
+    success: { status: 201, location: endpointLocation },
+    input: createEndpointInput,
+    output: createdEndpointEnvelope,
+    // The secret is made here and shown in the answer of the request that wrote the endpoint only.
+    shownOnce: {
+      make: () => ({ id: newEndpointId(), secret: newWebhookSecret() }),
+      show: (data, secret) => ({ ...data, secret }),
+    },
+    run: async ({ ctx, input, tx, made }) => {
+      if (!made) throw new Error('webhookEndpoints.create runs with what shownOnce made');
+      await checkEndpointUrl(ctx, input.url);
+      return createEndpoint(ctx, input, made, tx);
+    },
+  }),
 
   list: adminProcedure(z.object({}))
     .meta({
