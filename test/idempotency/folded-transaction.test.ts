@@ -205,7 +205,7 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
     expect(claim, texts.join('\n')).to.be.greaterThan(0);
     // The order and any payment of its merchantOrderNo are read in the claim's round trip, after it.
     expect(texts[claim]).to.match(
-      /idem_claim\(.*\);\s*SELECT \* FROM idem_payment_lookup\('[^']+', 'mo-pay'\);$/s,
+      /idem_claim\(.*\);\s*SELECT \* FROM idem_payment_lookup_refunded\('[^']+', 'mo-pay'\);$/s,
     );
     expect(link, texts.join('\n')).to.be.greaterThan(claim);
     // Between them only Tx 1's own reads and writes: no START TRANSACTION or COMMIT of its own.
