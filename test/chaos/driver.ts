@@ -937,7 +937,7 @@ async function exportQuery(admin: AdminLink, e: ExportScopeRow): Promise<ExportR
     `SELECT id::text AS id, merchant_order_no AS "merchantOrderNo", amount::text AS amount FROM ${table}
       WHERE ${tenantColumn} = $1 AND created_at <= $2 AND ($3::bigint IS NULL OR user_id = $3::bigint)
         AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at <= $5)
-      ORDER BY id`,
+      ORDER BY ${table}.id`,
     [e.tenant, e.snapshotAt, e.allUsers ? null : e.user, e.createdFrom, e.createdTo],
   );
   return rows;
