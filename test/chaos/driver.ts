@@ -429,10 +429,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     let reconcileNeeded = false;
     const alive = (slot: Slot) =>
       slot.instance.child.exitCode === null && slot.instance.child.signalCode === null;
+    /** Arms (or with '' disarms) the slot's failpoints; false when its process did not answer. */
     const arm = (slot: Slot, spec: string) =>
       fetch(`${slot.instance.url}/__failpoints`, { method: 'PUT', body: spec }).then(
-        () => {},
-        () => {},
+        (res) => res.ok,
+        () => false,
       );
 
     /**
@@ -462,10 +463,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
             process.kill(slot.instance.pid, 'SIGCONT');
             fault('sigcont', i, 'frozen by its failpoint');
           }
-          if (!alive(slot)) {
-            fault('restart', i, 'killed by its failpoint');
-            slot.instance = await spawn();
-          } else await arm(slot, '');
+          // Thawed, it may run on into a sigkill failpoint before the disarm lands: then the disarm
+          // finds no process, and the slot is restarted once the process is gone.
+          if (!alive(slot) || !(await arm(slot, ''))) {
+            await Promise.race([slot.instance.exited, sleep(5000)]);
+            if (!alive(slot)) {
+              fault('restart', i, 'killed by its failpoint');
+              slot.instance = await spawn();
+            }
+          }
           slot.stopped = false;
           slot.epoch++;
         }),
@@ -669,7 +675,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     };
   } finally {
     for (const slot of slots) {
-      if (slot.stopped) process.kill(slot.instance.pid, 'SIGCONT');
+      // Its process may be gone already (killed by a failpoint): the error that got here must show.
+      if (slot.stopped)
+        try {
+          process.kill(slot.instance.pid, 'SIGCONT');
+        } catch {}
       slot.instance.kill();
       await slot.instance.exited;
     }
