@@ -50,8 +50,8 @@ export const START_UP_FAILPOINT_NAMES = ['migrate.after-up'] as const;
 // Not in the chaos schedule either (its instances run without NATS_URL): the NATS relay published a
 // batch and has not moved its position yet (test/events/nats-relay.test.ts).
 export const BUS_FAILPOINT_NAMES = ['events.relay.after-publish'] as const;
-// Not in the chaos schedule either (it draws no exports): an export's part and checkpoint just
-// committed (test/exports/exports-crash.test.ts kills its worker there).
+// Not in the chaos schedule either (its exports, a few hundred rows, are one part each): an export's
+// part and checkpoint just committed (test/exports/exports-crash.test.ts kills its worker there).
 export const EXPORT_FAILPOINT_NAMES = ['export.part.after'] as const;
 const KNOWN: readonly string[] = [
   ...FAILPOINT_NAMES,

@@ -23,6 +23,11 @@ describe('chaos: randomized fault schedules checked against the protocol model (
         expect(report.result.checked['one-event-per-change'], 'the outbox was checked').to.be.greaterThan(
           100,
         );
+        expect(report.final.refunds.length, 'the clients made refunds').to.be.greaterThan(0);
+        expect(
+          report.result.checked['export-file-equals-query'],
+          'export files were checked',
+        ).to.be.greaterThan(0);
         expect(report.schedule).to.deep.equal(drawSchedule(seed, 12000, { instances: 3 }).map(describeFault));
         if (report.drawn.some((f) => f.kind === 'gateway-ignore-key'))
           expect(report.reconcile, 'reconcile --repair ran').to.match(/^exit 0/);

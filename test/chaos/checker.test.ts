@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { check, type InvariantName } from './checker.js';
-import type { Answer, FinalState, HistoryEvent, Limits, RequestEvent } from './history.js';
+import type { Answer, FinalExport, FinalState, HistoryEvent, Limits, RequestEvent } from './history.js';
 
 const LIMITS: Limits = {
   waitMs: 300,
@@ -15,6 +15,8 @@ const EMPTY: FinalState = {
   payments: [],
   orders: [],
   events: [],
+  refunds: [],
+  exports: [],
   ledger: { charges: [], refunds: [] },
 };
 let seq = 0;
@@ -58,6 +60,7 @@ const payment = {
   merchantOrderNo: 'mo-1',
   amount: '10.00',
   resumable: false,
+  amountRefunded: '0.00',
 };
 const charge = (chargeId: string) => ({ paymentNo: 'PN1', chargeId, status: 'SUCCEEDED', amount: '10.00' });
 let eventSeq = 0;
@@ -73,6 +76,26 @@ const PAID_EVENTS = [
   event('payment.succeeded', 'p1'),
   event('order.paid', 'o1'),
 ];
+const refundRow = {
+  id: 'r1',
+  refundNo: 'RN1',
+  paymentId: 'p1',
+  tenant: 't',
+  status: 'SUCCEEDED',
+  amount: '3.00',
+};
+/** A consistent run where payment p1 (10.00) was refunded 3.00 by refund r1. */
+const REFUNDED: FinalState = {
+  ...EMPTY,
+  payments: [{ ...payment, status: 'SUCCEEDED', chargeId: 'c1', amountRefunded: '3.00' }],
+  orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+  refunds: [refundRow],
+  ledger: {
+    charges: [charge('c1')],
+    refunds: [{ chargeId: 'c1', refundNo: 'RN1', paymentNo: 'PN1', amount: '3.00', status: 'SUCCEEDED' }],
+  },
+  events: [...PAID_EVENTS, event('refund.succeeded', 'r1')],
+};
 
 // The checker must be able to fail: each invariant is shown a history that breaks it.
 describe('chaos checker: each invariant catches a history that breaks it', () => {
@@ -138,14 +161,136 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
     expect(broken([], final)).to.include('succeeded-has-its-charge');
   });
   it('when a SUCCEEDED payment has a business refund (with a refundNo), then its charge still stands: no violation', () => {
+    expect(broken([], REFUNDED)).to.deep.equal([]);
+  });
+  it('when refunds add up to more than the payment, or amount_refunded does, then refunded-within-paid', () => {
+    const second = { ...refundRow, id: 'r2', refundNo: 'RN2', status: 'PROCESSING', amount: '7.50' };
+    expect(broken([], { ...REFUNDED, refunds: [...REFUNDED.refunds, second] })).to.include(
+      'refunded-within-paid',
+    );
+    const over = { ...REFUNDED.payments[0], amountRefunded: '12.00' };
+    expect(broken([], { ...REFUNDED, payments: [over] })).to.include('refunded-within-paid');
+  });
+  it('when amount_refunded is not the sum of SUCCEEDED refunds, then amount-refunded-is-succeeded-refunds', () => {
+    const short = { ...REFUNDED.payments[0], amountRefunded: '2.00' };
+    expect(broken([], { ...REFUNDED, payments: [short] })).to.deep.equal([
+      'amount-refunded-is-succeeded-refunds',
+    ]);
+    const failed = { ...refundRow, status: 'FAILED' };
+    expect(
+      broken([], { ...REFUNDED, refunds: [failed], events: [...PAID_EVENTS, event('refund.failed', 'r1')] }),
+    ).to.include('amount-refunded-is-succeeded-refunds');
+  });
+  it('when the gateway refunded twice, or not at all, or for a FAILED or unrecorded refund, then ledger-refunds-recorded', () => {
+    const made = REFUNDED.ledger.refunds[0];
+    const ledger = (refunds: FinalState['ledger']['refunds']) => ({ ...REFUNDED.ledger, refunds });
+    expect(broken([], { ...REFUNDED, ledger: ledger([made, { ...made, refundId: 'x' }]) })).to.deep.equal([
+      'ledger-refunds-recorded',
+    ]);
+    expect(broken([], { ...REFUNDED, ledger: ledger([]) })).to.deep.equal(['ledger-refunds-recorded']);
+    expect(broken([], { ...REFUNDED, ledger: ledger([{ ...made, amount: '4.00' }]) })).to.deep.equal([
+      'ledger-refunds-recorded',
+    ]);
+    expect(broken([], { ...REFUNDED, ledger: ledger([made, { ...made, refundNo: 'RN9' }]) })).to.deep.equal([
+      'ledger-refunds-recorded',
+    ]);
+    const failed: FinalState = {
+      ...REFUNDED,
+      payments: [{ ...REFUNDED.payments[0], amountRefunded: '0.00' }],
+      refunds: [{ ...refundRow, status: 'FAILED' }],
+      events: [...PAID_EVENTS, event('refund.failed', 'r1')],
+    };
+    expect(broken([], { ...failed, ledger: ledger([{ ...made, status: 'DECLINED' }]) })).to.deep.equal([]);
+    expect(broken([], failed)).to.deep.equal(['ledger-refunds-recorded']);
+  });
+  it('when a refund is still PROCESSING at the end, then nothing-stranded', () => {
+    const open: FinalState = {
+      ...REFUNDED,
+      payments: [{ ...REFUNDED.payments[0], amountRefunded: '0.00' }],
+      refunds: [{ ...refundRow, status: 'PROCESSING' }],
+      events: PAID_EVENTS,
+      ledger: { ...REFUNDED.ledger, refunds: [] },
+    };
+    expect(broken([], open)).to.deep.equal(['nothing-stranded']);
+  });
+  it("when an export's file misses a row that existed, holds one twice, out of order, one of another user or a changed one, then export-file-equals-query", () => {
+    const rows = [
+      { id: '1', merchantOrderNo: 'mo-1', amount: '10.00' },
+      { id: '2', merchantOrderNo: 'mo-2', amount: '5.00' },
+    ];
+    // mo-1 and mo-2 were answered 201 before the export's POST was sent; mo-3 was still in flight.
+    const history = [
+      req(ok({ id: '1' }), { op: 'orders.create', merchantOrderNo: 'mo-1', key: 'o1' }),
+      req(ok({ id: '2' }), { op: 'orders.create', merchantOrderNo: 'mo-2', key: 'o2' }),
+      req(
+        { kind: 'processing', retryAfter: true, location: null, resourceId: 'e1' },
+        { op: 'exports.create', key: 'e', merchantOrderNo: '' },
+      ),
+    ];
+    const racing = { id: '3', merchantOrderNo: 'mo-3', amount: '1.00' };
+    const exported = (
+      file: FinalExport['file'],
+      query = rows,
+      earlier: FinalExport['earlier'] = [],
+    ): FinalState => ({
+      ...EMPTY,
+      exports: [
+        {
+          id: 'e1',
+          tenant: 't',
+          resource: 'orders',
+          format: 'csv',
+          status: 'SUCCEEDED',
+          file,
+          earlier,
+          query,
+        },
+      ],
+      events: [event('export.succeeded', 'e1')],
+    });
+    const only = (final: FinalState) => broken(history, final).filter((v) => v !== 'one-order-per-create');
+    expect(only(exported(rows))).to.deep.equal([]);
+    // A row committed while the export was created may be on either side of its cut-off.
+    expect(only(exported(rows, [...rows, racing]))).to.deep.equal([]);
+    expect(only(exported([...rows, racing], [...rows, racing]))).to.deep.equal([]);
+    expect(only(exported([rows[1]]))).to.deep.equal(['export-file-equals-query']);
+    expect(only(exported([rows[0], rows[1], rows[1]]))).to.deep.equal(['export-file-equals-query']);
+    expect(only(exported([rows[1], rows[0]]))).to.deep.equal(['export-file-equals-query']);
+    expect(only(exported([...rows, racing]))).to.deep.equal(['export-file-equals-query']);
+    expect(only(exported([rows[0], { ...rows[1], amount: '6.00' }]))).to.deep.equal([
+      'export-file-equals-query',
+    ]);
+    expect(only(exported('404 not found'))).to.deep.equal(['export-file-equals-query']);
+    expect(only(exported(rows, rows, [[rows[0]]]))).to.deep.equal(['export-file-equals-query']);
+  });
+  it('when an export is still PROCESSING at the end, then no-export-left-processing', () => {
     const final: FinalState = {
       ...EMPTY,
-      payments: [{ ...payment, status: 'SUCCEEDED', chargeId: 'c1' }],
-      orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
-      ledger: { charges: [charge('c1')], refunds: [{ chargeId: 'c1', refundNo: 'RN1' }] },
-      events: PAID_EVENTS,
+      exports: [
+        {
+          id: 'e1',
+          tenant: 't',
+          resource: 'orders',
+          format: 'csv',
+          status: 'PROCESSING',
+          file: null,
+          earlier: [],
+          query: [],
+        },
+      ],
     };
-    expect(broken([], final)).to.deep.equal([]);
+    expect(broken([], final)).to.deep.equal(['no-export-left-processing']);
+  });
+  it("when an export's key is answered 202 with two different export ids, then key-answers-agree", () => {
+    const accepted = (resourceId: string): Answer => ({
+      kind: 'processing',
+      retryAfter: true,
+      location: null,
+      resourceId,
+    });
+    const over = { op: 'exports.create' as const, key: 'e', merchantOrderNo: '' };
+    expect(broken([req(accepted('e1'), over), req(accepted('e1'), over)])).to.deep.equal([]);
+    expect(broken([req(accepted('e1'), over), req(accepted('e2'), over)])).to.include('key-answers-agree');
   });
   it('when a payment is still PROCESSING or a record PROCESSING at the end, then nothing-stranded / no-processing-after-heal', () => {
     const final: FinalState = {
@@ -190,8 +335,37 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
     };
     const withEvents = (events: FinalState['events']) => broken([], { ...paid, events });
     expect(withEvents(PAID_EVENTS)).to.deep.equal([]);
-    // A refund's or an export's event is not the run's business.
-    expect(withEvents([...PAID_EVENTS, event('refund.succeeded', 'r1')])).to.deep.equal([]);
+    // A refund's or an export's event names one that exists, with its status; another resource's is not the run's.
+    expect(withEvents([...PAID_EVENTS, event('refund.succeeded', 'r1')])).to.deep.equal([
+      'one-event-per-change',
+    ]);
+    expect(withEvents([...PAID_EVENTS, event('export.succeeded', 'e1')])).to.deep.equal([
+      'one-event-per-change',
+    ]);
+    expect(withEvents([...PAID_EVENTS, event('webhook_endpoint.created', 'w1')])).to.deep.equal([]);
+    expect(broken([], { ...REFUNDED, events: PAID_EVENTS })).to.deep.equal(['one-event-per-change']);
+    expect(
+      broken([], { ...REFUNDED, events: [...REFUNDED.events, event('refund.succeeded', 'r1')] }),
+    ).to.deep.equal(['one-event-per-change']);
+    const exportRow = {
+      id: 'e1',
+      tenant: 't',
+      resource: 'orders' as const,
+      format: 'csv' as const,
+      file: null,
+      earlier: [],
+      query: [],
+    };
+    expect(broken([], { ...paid, exports: [{ ...exportRow, status: 'FAILED' }] })).to.deep.equal([
+      'one-event-per-change',
+    ]);
+    expect(
+      broken([], {
+        ...paid,
+        exports: [{ ...exportRow, status: 'FAILED' }],
+        events: [...PAID_EVENTS, event('export.failed', 'e1')],
+      }),
+    ).to.deep.equal([]);
     const [created, succeeded, orderPaid] = PAID_EVENTS;
     // A duplicate: the same change's event twice (two ids).
     expect(withEvents([...PAID_EVENTS, { ...succeeded, id: 'evt_2_9' }])).to.deep.equal([

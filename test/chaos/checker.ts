@@ -1,4 +1,4 @@
-import type { Answer, FinalState, HistoryEvent, Limits, RequestEvent } from './history.js';
+import type { Answer, ExportRow, FinalState, HistoryEvent, Limits, RequestEvent } from './history.js';
 
 /**
  * The model of the protocol (CONTRACT sections 3 and 5) as invariants over a recorded history and
@@ -30,7 +30,8 @@ export const INVARIANTS = {
   'no-5xx-but-503': 'no answer is a 5xx other than 503, and every 503, 429 and 202 has Retry-After',
   'no-processing-after-heal':
     'no record stays PROCESSING once faults stopped and lease + recoverer interval passed',
-  'nothing-stranded': 'once clients came back, every payment is final (resumable ones resumed)',
+  'nothing-stranded':
+    'once clients came back, every payment and every refund is final (resumable ones resumed)',
   'caps-hold': 'committed PROCESSING records of one user never exceed IDEMPOTENCY_MAX_IN_FLIGHT',
   'waits-bounded':
     'an undisturbed request answers within IDEMPOTENCY_WAIT_MS + 2 gateway time-outs (its own charge and query) + slack',
@@ -38,8 +39,17 @@ export const INVARIANTS = {
     'each merchantOrderNo that was answered 201 exists exactly once, with the amount sent',
   'acknowledged-payment-kept':
     'each payment answered with a success exists afterwards, with the status that answer gave (SUCCEEDED stays SUCCEEDED)',
+  'refunded-within-paid':
+    "a payment's SUCCEEDED and PROCESSING refunds never add up to more than its amount, nor does its amount_refunded",
+  'amount-refunded-is-succeeded-refunds':
+    "a payment's amount_refunded equals the sum of its SUCCEEDED refunds",
+  'ledger-refunds-recorded':
+    'the gateway made one refund per refundNo at most, a SUCCEEDED one (of the same amount) for each SUCCEEDED refund and none for a FAILED, PROCESSING or unrecorded one',
+  'export-file-equals-query':
+    "every SUCCEEDED export's file holds its query's rows (those that existed at its creation), row for row, in id order, none twice",
+  'no-export-left-processing': 'once faults stopped and clients finished, no export is PROCESSING',
   'one-event-per-change':
-    'every committed change has exactly one event: each order one order.created, each PAID order one order.paid (others none), each SUCCEEDED/FAILED payment one payment.<status> (PROCESSING none), no event of a resource that does not exist',
+    'every committed change has exactly one event: each order one order.created, each PAID order one order.paid (others none), each SUCCEEDED/FAILED payment, refund and export one <resource>.<status> (PROCESSING none), no event of a resource that does not exist',
 } as const;
 
 export type InvariantName = keyof typeof INVARIANTS;
@@ -47,13 +57,24 @@ export type InvariantName = keyof typeof INVARIANTS;
 const isFinal = (a: Answer) =>
   a.kind === 'ok' || (a.kind === 'error' && a.httpStatus !== 503 && a.httpStatus !== 429 && a.code !== 40901);
 
+/** An export's 202 is its key's stored answer (CONTRACT section 11): final, and replayed as it was. */
+const isFinalOf = (r: RequestEvent) =>
+  isFinal(r.answer) || (r.op === 'exports.create' && r.answer.kind === 'processing');
+const succeeded = (r: RequestEvent) =>
+  r.answer.kind === 'ok' || (isFinalOf(r) && r.answer.kind === 'processing');
+
 /** An answer as it must be repeated: the success body, or the error's status, code and message. */
 const canonical = (a: Answer) =>
   a.kind === 'ok'
     ? JSON.stringify({ ok: a.data })
     : a.kind === 'error'
       ? JSON.stringify({ status: a.httpStatus, code: a.code, message: a.message })
-      : a.kind;
+      : a.kind === 'processing' && a.resourceId
+        ? JSON.stringify({ processing: a.resourceId })
+        : a.kind;
+
+/** An amount in cents ("12.50" → 1250). */
+const cents = (amount: string | undefined) => Math.round(Number(amount ?? 'NaN') * 100);
 
 export function check(history: HistoryEvent[], final: FinalState, limits: Limits): CheckResult {
   const violations: Violation[] = [];
@@ -116,7 +137,7 @@ export function check(history: HistoryEvent[], final: FinalState, limits: Limits
   }
   for (const [scope, list] of byKey) {
     const sorted = [...list].sort((a, b) => a.start - b.start);
-    const finals = sorted.filter((r) => isFinal(r.answer)).sort((a, b) => a.end - b.end);
+    const finals = sorted.filter(isFinalOf).sort((a, b) => a.end - b.end);
     checked['key-answers-agree'] += 1;
     const first = finals[0];
     for (const r of finals.slice(1))
@@ -127,7 +148,7 @@ export function check(history: HistoryEvent[], final: FinalState, limits: Limits
           [first, r],
         );
     checked['mismatch-never-gets-a-result'] += 1;
-    const succeededBodies = new Set(sorted.filter((r) => r.answer.kind === 'ok').map((r) => r.body));
+    const succeededBodies = new Set(sorted.filter(succeeded).map((r) => r.body));
     if (succeededBodies.size > 1)
       fail(
         'mismatch-never-gets-a-result',
@@ -189,6 +210,15 @@ export function check(history: HistoryEvent[], final: FinalState, limits: Limits
         slice(requests, `${p.tenant}/${p.merchantOrderNo}`),
       );
   }
+  for (const r of final.refunds) {
+    checked['nothing-stranded'] += 1;
+    if (r.status === 'PROCESSING')
+      fail(
+        'nothing-stranded',
+        `refund ${r.refundNo} (${r.tenant}, payment ${r.paymentId}) still PROCESSING`,
+        refundSlice(requests, r.paymentId),
+      );
+  }
   for (const s of history) {
     if (s.type !== 'sample') continue;
     checked['caps-hold'] += 1;
@@ -226,12 +256,96 @@ export function check(history: HistoryEvent[], final: FinalState, limits: Limits
       );
   }
 
+  // --- refunds: the cap, amount_refunded and the gateway's ledger (CONTRACT sections 9 and 10) ----------
+  const refundsOf = new Map<string, FinalState['refunds']>();
+  for (const r of final.refunds) refundsOf.set(r.paymentId, [...(refundsOf.get(r.paymentId) ?? []), r]);
+  for (const p of final.payments) {
+    const mine = refundsOf.get(p.id) ?? [];
+    const sum = (statuses: string[]) =>
+      mine.filter((r) => statuses.includes(r.status)).reduce((n, r) => n + cents(r.amount), 0);
+    const open = sum(['SUCCEEDED', 'PROCESSING']);
+    checked['refunded-within-paid'] += 1;
+    if (open > cents(p.amount) || cents(p.amountRefunded) > cents(p.amount))
+      fail(
+        'refunded-within-paid',
+        `payment ${p.paymentNo} of ${p.amount}: SUCCEEDED + PROCESSING refunds ${open / 100}, amount_refunded ${p.amountRefunded}`,
+        refundSlice(requests, p.id),
+      );
+    checked['amount-refunded-is-succeeded-refunds'] += 1;
+    if (cents(p.amountRefunded) !== sum(['SUCCEEDED']))
+      fail(
+        'amount-refunded-is-succeeded-refunds',
+        `payment ${p.paymentNo}: amount_refunded ${p.amountRefunded}, SUCCEEDED refunds ${sum(['SUCCEEDED']) / 100}`,
+        refundSlice(requests, p.id),
+      );
+  }
+  const madeOf = new Map<string, FinalState['ledger']['refunds']>();
+  for (const l of final.ledger.refunds)
+    if (l.refundNo) madeOf.set(l.refundNo, [...(madeOf.get(l.refundNo) ?? []), l]);
+  for (const r of final.refunds) {
+    checked['ledger-refunds-recorded'] += 1;
+    const made = madeOf.get(r.refundNo) ?? [];
+    madeOf.delete(r.refundNo);
+    const done = made.filter((l) => l.status === 'SUCCEEDED');
+    const what = `refund ${r.refundNo} (${r.status}, ${r.amount})`;
+    if (made.length > 1)
+      fail(
+        'ledger-refunds-recorded',
+        `${what} was made ${made.length} times at the gateway`,
+        refundSlice(requests, r.paymentId),
+      );
+    else if (r.status === 'SUCCEEDED' && (done.length !== 1 || cents(done[0].amount) !== cents(r.amount)))
+      fail(
+        'ledger-refunds-recorded',
+        `${what}: the gateway's SUCCEEDED refunds of it are ${JSON.stringify(done.map((l) => l.amount))}`,
+        refundSlice(requests, r.paymentId),
+      );
+    else if (r.status !== 'SUCCEEDED' && done.length > 0)
+      fail(
+        'ledger-refunds-recorded',
+        `${what} was refunded by the gateway`,
+        refundSlice(requests, r.paymentId),
+      );
+  }
+  for (const [refundNo, made] of madeOf) {
+    checked['ledger-refunds-recorded'] += 1;
+    fail(
+      'ledger-refunds-recorded',
+      `the gateway made ${made.length} refund(s) under ${refundNo} (payment ${made[0].paymentNo}), which has no refund row`,
+      [],
+    );
+  }
+
+  // --- exports: each file equals its query (CONTRACT section 11) ---------------------------------
+  for (const e of final.exports) {
+    checked['no-export-left-processing'] += 1;
+    if (e.status === 'PROCESSING')
+      fail(
+        'no-export-left-processing',
+        `export ${e.id} (${e.tenant}) still PROCESSING`,
+        exportSlice(requests, e.id),
+      );
+    if (e.status !== 'SUCCEEDED') continue;
+    checked['export-file-equals-query'] += 1;
+    const certain = certainBefore(requests, e.tenant, e.resource, exportSlice(requests, e.id));
+    for (const [i, file] of [e.file, ...e.earlier].entries()) {
+      if (i > 0) checked['export-file-equals-query'] += 1;
+      const problem = fileProblem(file, e.query, certain);
+      if (problem)
+        fail(
+          'export-file-equals-query',
+          `export ${e.id} (${e.tenant} ${e.resource} ${e.format}${i > 0 ? `, downloaded during the run` : ''}): ${problem}`,
+          exportSlice(requests, e.id),
+        );
+    }
+  }
+
   // --- the outbox: one event per committed change (CONTRACT section 12) ---------------------------
-  // Events of other resources (refunds, exports) are not the run's: only orders and payments are.
+  // Events of other resources (webhook endpoints...) are not the run's.
   const eventsOf = new Map<string, string[]>();
   for (const e of final.events) {
     const resource = e.type.slice(0, e.type.indexOf('.'));
-    if (resource !== 'order' && resource !== 'payment') continue;
+    if (!['order', 'payment', 'refund', 'export'].includes(resource)) continue;
     const key = `${e.tenant}/${resource}/${e.resourceId}`;
     eventsOf.set(key, [...(eventsOf.get(key) ?? []), e.type]);
   }
@@ -258,12 +372,112 @@ export function check(history: HistoryEvent[], final: FinalState, limits: Limits
       p.status === 'SUCCEEDED' || p.status === 'FAILED' ? [`payment.${p.status.toLowerCase()}`] : [];
     expectOnce(`${p.tenant}/payment/${p.id}`, want, `payment ${p.paymentNo} (${order}, ${p.status})`, order);
   }
-  // What is left names no order or payment there is.
+  const finalEvent = (status: string, resource: string) =>
+    status === 'SUCCEEDED' || status === 'FAILED' ? [`${resource}.${status.toLowerCase()}`] : [];
+  for (const r of final.refunds) {
+    const p = final.payments.find((x) => x.id === r.paymentId);
+    expectOnce(
+      `${r.tenant}/refund/${r.id}`,
+      finalEvent(r.status, 'refund'),
+      `refund ${r.refundNo} (${r.status})`,
+      p ? `${p.tenant}/${p.merchantOrderNo}` : '',
+    );
+  }
+  for (const e of final.exports)
+    expectOnce(
+      `${e.tenant}/export/${e.id}`,
+      finalEvent(e.status, 'export'),
+      `export ${e.id} (${e.status})`,
+      '',
+    );
+  // What is left names no order, payment, refund or export there is.
   for (const [key, types] of eventsOf) {
     checked['one-event-per-change'] += 1;
     fail('one-event-per-change', `events [${types.join(', ')}] of ${key}, which does not exist`, []);
   }
   return { violations, checked };
+}
+
+/** The refund requests of one payment, in order. */
+function refundSlice(requests: RequestEvent[], paymentId: string): HistoryEvent[] {
+  return requests
+    .filter((r) => r.op === 'refunds.create' && (JSON.parse(r.body) as { id?: string }).id === paymentId)
+    .sort((a, b) => a.start - b.start);
+}
+
+/** The requests under the key that created an export, in order. */
+function exportSlice(requests: RequestEvent[], exportId: string): RequestEvent[] {
+  const creating = requests.find(
+    (r) => r.op === 'exports.create' && r.answer.kind === 'processing' && r.answer.resourceId === exportId,
+  );
+  if (!creating) return [];
+  return requests
+    .filter(
+      (r) =>
+        r.op === 'exports.create' &&
+        r.key === creating.key &&
+        r.tenant === creating.tenant &&
+        r.user === creating.user,
+    )
+    .sort((a, b) => a.start - b.start);
+}
+
+/**
+ * The orders (merchantOrderNo) whose row certainly existed when the export was created: the request
+ * that made it had its success back before the export's first request was sent. A row committed
+ * while the export was being created may fall on either side of its cut-off (docs/DECISIONS.md, the
+ * snapshot rule): its absence from the file is not a violation, its presence outside the query is.
+ */
+function certainBefore(
+  requests: RequestEvent[],
+  tenant: string,
+  resource: 'orders' | 'payments',
+  exportRequests: RequestEvent[],
+): Set<string> {
+  const sentAt = exportRequests[0]?.start ?? Number.NEGATIVE_INFINITY;
+  const op = resource === 'orders' ? 'orders.create' : 'payments.create';
+  return new Set(
+    requests
+      .filter(
+        (r) =>
+          r.op === op &&
+          r.tenant === tenant &&
+          r.end < sentAt &&
+          (r.answer.kind === 'ok' || (op === 'payments.create' && r.answer.kind === 'processing')),
+      )
+      .map((r) => r.merchantOrderNo),
+  );
+}
+
+/** What is wrong with an export's file against its query, or undefined when it equals it. */
+export function fileProblem(
+  file: ExportRow[] | null | string,
+  query: ExportRow[],
+  certain: Set<string>,
+): string | undefined {
+  if (file === null || typeof file === 'string') return `the file could not be read: ${file}`;
+  const seen = new Set<string>();
+  for (const row of file) {
+    if (seen.has(row.id)) return `row ${row.id} (${row.merchantOrderNo}) is in the file twice`;
+    seen.add(row.id);
+  }
+  const wanted = new Map(query.map((q, i) => [q.id, { q, i }]));
+  let last = -1;
+  for (const row of file) {
+    const w = wanted.get(row.id);
+    if (!w) return `row ${row.id} (${row.merchantOrderNo}) is in the file but not in its query`;
+    if (w.q.merchantOrderNo !== row.merchantOrderNo || cents(w.q.amount) !== cents(row.amount))
+      return `row ${row.id} is ${JSON.stringify(row)} in the file, ${JSON.stringify(w.q)} in the table`;
+    if (w.i < last) return `row ${row.id} is out of id order`;
+    last = w.i;
+  }
+  const missing = query.filter((q) => !seen.has(q.id) && certain.has(q.merchantOrderNo));
+  if (missing.length > 0)
+    return `${missing.length} row(s) of its query are not in the file: ${missing
+      .slice(0, 5)
+      .map((q) => `${q.id} (${q.merchantOrderNo})`)
+      .join(', ')}`;
+  return undefined;
 }
 
 /** The requests about one order (tenant/merchantOrderNo), in order: what a reader needs to see. */

@@ -9,7 +9,9 @@ import { TEST_ENV } from '../support/server.js';
 import { type CheckResult, check } from './checker.js';
 import type {
   Answer,
+  ExportRow,
   FaultEvent,
+  FinalExport,
   FinalState,
   HistoryEvent,
   Limits,
@@ -183,17 +185,27 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       pending: [] as Array<
         Omit<RequestEvent, 'seq' | 'start' | 'end' | 'answer' | 'instance' | 'disturbed' | 'type'>
       >,
+      /** Its SUCCEEDED payments (what it may refund). */
+      paid: [] as Array<{ id: string; merchantOrderNo: string; amount: string }>,
+      /** Refund and export requests it sent (some are sent again: a replay, or another body). */
+      sentAgain: [] as Array<
+        Omit<RequestEvent, 'seq' | 'start' | 'end' | 'answer' | 'instance' | 'disturbed' | 'type'>
+      >,
+      /** Exports it was answered 202 for and has not seen final yet. */
+      watching: [] as string[],
     }));
     const tokens = new Map<string, string>();
-    const tokenOf = (tenant: string, user: string) => {
-      const k = `${tenant}:${user}`;
+    const tokenOf = (tenant: string, user: string, role: 'user' | 'admin' = 'user') => {
+      const k = `${tenant}:${user}:${role}`;
       if (!tokens.has(k))
         tokens.set(
           k,
-          signToken(TEST_ENV.JWT_SECRET, { tenantId: tenant, userId: user, role: 'user' }, 24 * 3600).token,
+          signToken(TEST_ENV.JWT_SECRET, { tenantId: tenant, userId: user, role }, 24 * 3600).token,
         );
       return tokens.get(k) ?? '';
     };
+    /** Files downloaded while the run went on, by export id (compared with the query at the end). */
+    const downloads = new Map<string, ExportRow[][]>();
 
     async function send(
       req: (typeof clients)[number]['pending'][number],
@@ -205,7 +217,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       const all = everyone;
       const start = now();
       const answer = await call(slot.instance.url, req.transport, req.op, req.body, {
-        Authorization: `Bearer ${tokenOf(req.tenant, req.user)}`,
+        Authorization: `Bearer ${tokenOf(req.tenant, req.user, req.role)}`,
         'Idempotency-Key': req.key,
       });
       const event: RequestEvent = {
@@ -231,7 +243,23 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         const transport: Transport = rnd.chance(0.3) ? 'trpc' : 'rest';
         const roll = rnd.next();
         let req: (typeof c.pending)[number];
-        if (c.orders.length === 0 || roll < 0.3) {
+        if (c.watching.length > 0 && rnd.chance(0.3)) await watchExport(c, rnd);
+        if (
+          c.orders.length > 0 &&
+          roll >= 0.25 &&
+          roll < 0.4 &&
+          (c.paid.length > 0 || c.sentAgain.length > 0)
+        ) {
+          await refundOrExport(c, rnd, transport, 'refunds.create');
+          await sleep(rnd.int(5, 60));
+          continue;
+        }
+        if (c.orders.length > 0 && roll >= 0.4 && roll < 0.45) {
+          await refundOrExport(c, rnd, transport, 'exports.create');
+          await sleep(rnd.int(5, 60));
+          continue;
+        }
+        if (c.orders.length === 0 || roll < 0.25) {
           const merchantOrderNo = `mo-${c.id}-${c.orders.length}`;
           const amount = `${rnd.int(1, 99)}.${rnd.pick(['00', '50', '99'])}`;
           const key = keyOf(rnd);
@@ -265,20 +293,135 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           };
         }
         const event = await send(req, rnd);
+        noteAnswer(c, event);
         // Some clients give up on a key answered 503 (nothing was charged) and come back later with
         // a new one: the payment must then be resumable by that new key.
         const givesUp = event.answer.kind === 'error' && event.answer.httpStatus === 503 && rnd.chance(0.3);
-        if (!finalAnswer(event.answer) && !givesUp) c.pending.push(req);
+        if (!finalAnswer(event) && !givesUp) c.pending.push(req);
         if (givesUp) for (const o of c.orders) o.keys = o.keys.filter((k) => k !== req.key);
-        // Retry some pending ones now, with the same key and body.
-        if (c.pending.length > 0 && rnd.chance(0.4)) {
-          const again = c.pending.shift();
-          if (again) {
-            const retried = await send(again, rnd);
-            if (!finalAnswer(retried.answer)) c.pending.push(again);
-          }
-        }
+        await retrySome(c, rnd);
         await sleep(rnd.int(5, 60));
+      }
+    }
+
+    /** Retries some pending request now, with the same key and body. */
+    async function retrySome(c: (typeof clients)[number], rnd: Random) {
+      if (c.pending.length > 0 && rnd.chance(0.4)) {
+        const again = c.pending.shift();
+        if (again) {
+          const retried = await send(again, rnd);
+          noteAnswer(c, retried);
+          if (!finalAnswer(retried)) c.pending.push(again);
+        }
+      }
+    }
+
+    /** What a client learns from an answer: a payment it may refund, an export to watch. */
+    function noteAnswer(c: (typeof clients)[number], event: RequestEvent) {
+      const a = event.answer;
+      if (event.op === 'payments.create' && a.kind === 'ok') {
+        const p = a.data as { id?: string; status?: string; amount?: string };
+        if (p.id && p.status === 'SUCCEEDED' && p.amount && !c.paid.some((x) => x.id === p.id))
+          c.paid.push({ id: p.id, merchantOrderNo: event.merchantOrderNo, amount: p.amount });
+      }
+      if (
+        event.op === 'exports.create' &&
+        a.kind === 'processing' &&
+        a.resourceId &&
+        !c.watching.includes(a.resourceId)
+      )
+        c.watching.push(a.resourceId);
+    }
+
+    /**
+     * A refund (a new key: a part, or the rest; sometimes two or three at once on one payment, on
+     * any instances) or an export (orders or payments, CSV or NDJSON, sometimes an admin's); or one
+     * sent before again: the same body (a replay) or, rarely, another one under its key (40901).
+     */
+    async function refundOrExport(
+      c: (typeof clients)[number],
+      rnd: Random,
+      transport: Transport,
+      op: Operation,
+    ) {
+      const earlier = c.sentAgain.filter((r) => r.op === op);
+      if (earlier.length > 0 && rnd.chance(0.2)) {
+        const again = { ...rnd.pick(earlier), transport };
+        if (rnd.chance(0.2)) {
+          const body = JSON.parse(again.body) as Record<string, unknown>;
+          if (op === 'refunds.create') body.amount = '0.01';
+          else body.format = body.format === 'csv' ? 'ndjson' : 'csv';
+          again.body = JSON.stringify(body);
+        }
+        const event = await send(again, rnd);
+        noteAnswer(c, event);
+        if (!finalAnswer(event)) c.pending.push(again);
+        return;
+      }
+      const base = { client: c.id, tenant: c.tenant, user: c.user, op, transport };
+      if (op === 'exports.create') {
+        const req = {
+          ...base,
+          ...(rnd.chance(0.3) ? { role: 'admin' as const } : {}),
+          key: keyOf(rnd),
+          merchantOrderNo: '',
+          body: JSON.stringify({
+            resource: rnd.pick(['orders', 'payments']),
+            format: rnd.pick(['csv', 'ndjson']),
+          }),
+        };
+        c.sentAgain.push(req);
+        const event = await send(req, rnd);
+        noteAnswer(c, event);
+        if (!finalAnswer(event)) c.pending.push(req);
+        return;
+      }
+      if (c.paid.length === 0) return;
+      const p = rnd.pick(c.paid);
+      const refundOf = () => {
+        // The rest (no amount), or a part: a few units, at most the payment's amount.
+        const part = rnd.chance(0.3)
+          ? undefined
+          : `${rnd.int(1, Math.max(1, Math.floor(Number(p.amount) / 3)))}.${rnd.pick(['00', '25'])}`;
+        const req = {
+          ...base,
+          transport: rnd.chance(0.3) ? ('trpc' as const) : ('rest' as const),
+          key: keyOf(rnd),
+          merchantOrderNo: p.merchantOrderNo,
+          body: JSON.stringify(part === undefined ? { id: p.id } : { id: p.id, amount: part }),
+        };
+        c.sentAgain.push(req);
+        return req;
+      };
+      const burst = rnd.chance(0.3) ? Array.from({ length: rnd.int(2, 3) }, refundOf) : [refundOf()];
+      const events = await Promise.all(burst.map((req) => send(req, random(streamSeed(c.id, req.key)))));
+      for (const [i, event] of events.entries()) if (!finalAnswer(event)) c.pending.push(burst[i]);
+    }
+
+    /** Polls one export the client watches; once SUCCEEDED, downloads its file (kept for the checker). */
+    async function watchExport(c: (typeof clients)[number], rnd: Random) {
+      const id = c.watching[0];
+      const creator = history.find(
+        (e): e is RequestEvent =>
+          e.type === 'request' &&
+          e.op === 'exports.create' &&
+          e.answer.kind === 'processing' &&
+          e.answer.resourceId === id,
+      );
+      const base = slots[rnd.int(0, slots.length - 1)].instance.url;
+      const auth = { Authorization: `Bearer ${tokenOf(c.tenant, c.user, creator?.role)}` };
+      const status = await fetch(`${base}/api/v1/exports/${id}`, {
+        headers: auth,
+        signal: AbortSignal.timeout(5000),
+      })
+        .then((r) => r.json() as Promise<{ data?: { status?: string } }>)
+        .then((j) => j.data?.status)
+        .catch(() => undefined);
+      if (status === undefined || status === 'PROCESSING') return;
+      c.watching.shift();
+      if (status === 'SUCCEEDED') {
+        const file = await downloadFile(base, id, auth);
+        if (typeof file !== 'string') downloads.set(id, [...(downloads.get(id) ?? []), file]);
       }
     }
 
@@ -286,10 +429,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     let reconcileNeeded = false;
     const alive = (slot: Slot) =>
       slot.instance.child.exitCode === null && slot.instance.child.signalCode === null;
+    /** Arms (or with '' disarms) the slot's failpoints; false when its process did not answer. */
     const arm = (slot: Slot, spec: string) =>
       fetch(`${slot.instance.url}/__failpoints`, { method: 'PUT', body: spec }).then(
-        () => {},
-        () => {},
+        (res) => res.ok,
+        () => false,
       );
 
     /**
@@ -319,10 +463,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
             process.kill(slot.instance.pid, 'SIGCONT');
             fault('sigcont', i, 'frozen by its failpoint');
           }
-          if (!alive(slot)) {
-            fault('restart', i, 'killed by its failpoint');
-            slot.instance = await spawn();
-          } else await arm(slot, '');
+          // Thawed, it may run on into a sigkill failpoint before the disarm lands: then the disarm
+          // finds no process, and the slot is restarted once the process is gone.
+          if (!alive(slot) || !(await arm(slot, ''))) {
+            await Promise.race([slot.instance.exited, sleep(5000)]);
+            if (!alive(slot)) {
+              fault('restart', i, 'killed by its failpoint');
+              slot.instance = await spawn();
+            }
+          }
           slot.stopped = false;
           slot.epoch++;
         }),
@@ -441,8 +590,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       for (const req of c.pending) {
         while (Date.now() < deadline) {
           const event = await send(req, finalRnd);
-          if (finalAnswer(event.answer) || (event.answer.kind === 'error' && event.answer.code === 40901))
-            break;
+          if (finalAnswer(event) || (event.answer.kind === 'error' && event.answer.code === 40901)) break;
           await sleep(100);
         }
       }
@@ -472,15 +620,24 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       };
       while (Date.now() < deadline) {
         const event = await send(req, finalRnd);
-        if (finalAnswer(event.answer)) break;
+        if (finalAnswer(event)) break;
         await sleep(100);
       }
     }
     await sleep(LIMITS.leaseMs + 4 * LIMITS.recovererIntervalMs);
+    // Exports run in the background: they are waited for (an export left PROCESSING is a violation).
+    while (Date.now() < deadline) {
+      const { rows } = await admin.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM exports WHERE status = 'PROCESSING' AND tenant_id = ANY($1)`,
+        [tenants],
+      );
+      if (rows[0].n === 0) break;
+      await sleep(200);
+    }
 
     // The tables as the service left them; the ledger after the repair, when one ran: reconcile may
     // only refund a second charge, and anything else it would have had to finish shows up here.
-    const final = await finalState(admin, gateway, tenants);
+    const final = await finalState(admin, gateway, tenants, slots[0].instance.url, tokenOf, downloads);
     let reconcile: string | undefined;
     if (reconcileNeeded) {
       reconcile = summarizeReconcile(
@@ -518,7 +675,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     };
   } finally {
     for (const slot of slots) {
-      if (slot.stopped) process.kill(slot.instance.pid, 'SIGCONT');
+      // Its process may be gone already (killed by a failpoint): the error that got here must show.
+      if (slot.stopped)
+        try {
+          process.kill(slot.instance.pid, 'SIGCONT');
+        } catch {}
       slot.instance.kill();
       await slot.instance.exited;
     }
@@ -558,13 +719,22 @@ function processState(pid: number): string {
   }
 }
 
-const finalAnswer = (a: Answer) =>
+/** Whether a client is done with a request: a final answer, or an export's 202 (its key's stored answer). */
+const finalAnswer = ({ op, answer: a }: Pick<RequestEvent, 'op' | 'answer'>) =>
   a.kind === 'ok' ||
+  (a.kind === 'processing' && op === 'exports.create') ||
   (a.kind === 'error' &&
     a.httpStatus !== 503 &&
     a.httpStatus !== 429 &&
     a.httpStatus < 500 &&
     a.code !== 40901);
+
+const PATHS: Record<Operation, (input: Record<string, unknown>) => string> = {
+  'orders.create': () => '/api/v1/orders',
+  'payments.create': () => '/api/v1/payments',
+  'refunds.create': (input) => `/api/v1/payments/${encodeURIComponent(String(input.id))}/refunds`,
+  'exports.create': () => '/api/v1/exports',
+};
 
 /** One call on either transport, normalised; a lost answer after 10 s (a stopped instance). */
 async function call(
@@ -574,15 +744,21 @@ async function call(
   body: string,
   headers: Record<string, string>,
 ): Promise<Answer> {
-  const path =
-    transport === 'rest' ? (op === 'orders.create' ? '/api/v1/orders' : '/api/v1/payments') : `/trpc/${op}`;
+  // A refund's body is its tRPC input; over REST the payment's id is in the path.
+  const input = JSON.parse(body) as Record<string, unknown>;
+  const path = transport === 'rest' ? PATHS[op](input) : `/trpc/${op}`;
+  let sent = body;
+  if (transport === 'rest' && op === 'refunds.create') {
+    const { id: _id, ...rest } = input;
+    sent = JSON.stringify(rest);
+  }
   let res: Response;
   let text: string;
   try {
     res = await fetch(`${base}${path}`, {
       method: 'POST',
       headers: { ...headers, 'content-type': 'application/json' },
-      body,
+      body: sent,
       signal: AbortSignal.timeout(10000),
     });
     text = await res.text();
@@ -604,7 +780,13 @@ async function call(
       replayed,
     };
   }
-  if (res.status === 202) return { kind: 'processing', retryAfter, location: res.headers.get('location') };
+  if (res.status === 202)
+    return {
+      kind: 'processing',
+      retryAfter,
+      location: res.headers.get('location'),
+      resourceId: (json.data as { resourceId?: string } | undefined)?.resourceId,
+    };
   if (transport === 'rest') {
     if (res.status < 300) return { kind: 'ok', httpStatus: res.status, data: json.data, replayed };
     return {
@@ -620,7 +802,12 @@ async function call(
   // tRPC has no 202: "still processing" is a result whose data is the processing marker.
   const data = result?.data?.data as { status?: string; resourceId?: string } | undefined;
   if (data && data.status === 'PROCESSING' && 'resourceId' in data)
-    return { kind: 'processing', retryAfter, location: res.headers.get('location') };
+    return {
+      kind: 'processing',
+      retryAfter,
+      location: res.headers.get('location'),
+      resourceId: data.resourceId,
+    };
   if (result) return { kind: 'ok', httpStatus: res.status, data: result.data?.data, replayed };
   const error = json.error as
     | { message?: string; data?: { httpStatus?: number; businessCode?: number } }
@@ -669,19 +856,36 @@ function adminLink(url: string) {
 }
 type AdminLink = ReturnType<typeof adminLink>;
 
-async function finalState(admin: AdminLink, gateway: GatewaySlot, tenants: string[]): Promise<FinalState> {
+async function finalState(
+  admin: AdminLink,
+  gateway: GatewaySlot,
+  tenants: string[],
+  baseUrl: string,
+  tokenOf: (tenant: string, user: string, role?: 'user' | 'admin') => string,
+  downloads: Map<string, ExportRow[][]>,
+): Promise<FinalState> {
   const processing = await admin.query<{ scope_key: string; age: number }>(
     `SELECT scope_key, (EXTRACT(EPOCH FROM now() - created_at) * 1000)::int AS age FROM idempotency_records
      WHERE status = 'PROCESSING' AND split_part(scope_key, ':', 1) = ANY($1)`,
     [tenants],
   );
   // One statement, so one snapshot: the rows and their events as of the same moment.
-  const tables = await admin.query<Pick<FinalState, 'payments' | 'orders' | 'events'>>(
+  const tables = await admin.query<
+    Pick<FinalState, 'payments' | 'orders' | 'events' | 'refunds'> & { exports: ExportScopeRow[] }
+  >(
     `SELECT
        (SELECT coalesce(json_agg(json_build_object('id', id, 'paymentNo', payment_no, 'tenant', merchant_id,
                  'merchantOrderNo', merchant_order_no, 'status', status, 'chargeId', charge_id,
-                 'amount', amount::text, 'resumable', resumable_since IS NOT NULL)), '[]')
+                 'amount', amount::text, 'resumable', resumable_since IS NOT NULL,
+                 'amountRefunded', amount_refunded::text)), '[]')
           FROM payments WHERE merchant_id = ANY($1)) AS payments,
+       (SELECT coalesce(json_agg(json_build_object('id', id, 'refundNo', refund_no, 'paymentId', payment_id,
+                 'tenant', merchant_id, 'status', status, 'amount', amount::text)), '[]')
+          FROM refunds WHERE merchant_id = ANY($1)) AS refunds,
+       (SELECT coalesce(json_agg(json_build_object('id', id::text, 'tenant', tenant_id, 'user', user_id::text,
+                 'allUsers', all_users, 'resource', resource, 'format', format, 'status', status,
+                 'snapshotAt', snapshot_at, 'createdFrom', created_from, 'createdTo', created_to)), '[]')
+          FROM exports WHERE tenant_id = ANY($1)) AS exports,
        (SELECT coalesce(json_agg(json_build_object('id', id::text, 'tenant', tenant_id,
                  'merchantOrderNo', merchant_order_no, 'status', status, 'amount', amount::text)), '[]')
           FROM orders WHERE tenant_id = ANY($1)) AS orders,
@@ -690,13 +894,122 @@ async function finalState(admin: AdminLink, gateway: GatewaySlot, tenants: strin
           FROM events WHERE tenant_id = ANY($1)) AS events`,
     [tenants],
   );
-  const { payments, orders, events } = tables.rows[0];
+  const { payments, orders, events, refunds } = tables.rows[0];
+  const exports: FinalExport[] = [];
+  for (const e of tables.rows[0].exports) {
+    const auth = { Authorization: `Bearer ${tokenOf(e.tenant, e.user, e.allUsers ? 'admin' : 'user')}` };
+    exports.push({
+      id: e.id,
+      tenant: e.tenant,
+      resource: e.resource,
+      format: e.format,
+      status: e.status,
+      file: e.status === 'SUCCEEDED' ? await downloadFile(baseUrl, e.id, auth) : null,
+      earlier: downloads.get(e.id) ?? [],
+      query: await exportQuery(admin, e),
+    });
+  }
   const ledger = await gateway.ledger();
   return {
     processingRecords: processing.rows.map((r) => ({ scopeKey: r.scope_key, ageMs: r.age })),
     payments,
     orders,
     events,
+    refunds,
+    exports,
     ledger,
   };
+}
+
+/** An export's row as the final state reads it: what selects its rows (CONTRACT section 11). */
+interface ExportScopeRow {
+  id: string;
+  tenant: string;
+  user: string;
+  allUsers: boolean;
+  resource: 'orders' | 'payments';
+  format: 'csv' | 'ndjson';
+  status: string;
+  snapshotAt: string;
+  createdFrom: string | null;
+  createdTo: string | null;
+}
+
+/**
+ * The direct query an export's file must equal, written here on its own (not the service's): the
+ * tenant's rows (an admin's export) or the creator's, created at or before the export's snapshot_at
+ * and within its filter, in id order (docs/DECISIONS.md, the snapshot rule).
+ */
+async function exportQuery(admin: AdminLink, e: ExportScopeRow): Promise<ExportRow[]> {
+  const table = e.resource === 'orders' ? 'orders' : 'payments';
+  const tenantColumn = e.resource === 'orders' ? 'tenant_id' : 'merchant_id';
+  const { rows } = await admin.query<ExportRow>(
+    `SELECT id::text AS id, merchant_order_no AS "merchantOrderNo", amount::text AS amount FROM ${table}
+      WHERE ${tenantColumn} = $1 AND created_at <= $2 AND ($3::bigint IS NULL OR user_id = $3::bigint)
+        AND ($4::timestamptz IS NULL OR created_at >= $4) AND ($5::timestamptz IS NULL OR created_at <= $5)
+      ORDER BY ${table}.id`,
+    [e.tenant, e.snapshotAt, e.allUsers ? null : e.user, e.createdFrom, e.createdTo],
+  );
+  return rows;
+}
+
+/** GET /api/v1/exports/{id}/file, parsed (CSV or NDJSON) to its rows in file order; a string: what failed. */
+async function downloadFile(
+  base: string,
+  id: string,
+  headers: Record<string, string>,
+): Promise<ExportRow[] | string> {
+  try {
+    const res = await fetch(`${base}/api/v1/exports/${id}/file`, {
+      headers,
+      signal: AbortSignal.timeout(20000),
+    });
+    const text = await res.text();
+    if (res.status !== 200) return `${res.status} ${text.slice(0, 120)}`;
+    const type = res.headers.get('content-type') ?? '';
+    const objects = type.startsWith('application/x-ndjson')
+      ? text
+          .split('\n')
+          .filter((line) => line !== '')
+          .map((line) => JSON.parse(line) as Record<string, unknown>)
+      : csvObjects(text);
+    return objects.map((o) => ({
+      id: String(o.id),
+      merchantOrderNo: String(o.merchantOrderNo),
+      amount: String(o.amount),
+    }));
+  } catch (err) {
+    return String(err).slice(0, 200);
+  }
+}
+
+/** RFC 4180 records (a header line, then one object per record); quoted fields may hold commas, quotes, breaks. */
+export function csvObjects(text: string): Array<Record<string, string>> {
+  const records: string[][] = [];
+  let field = '';
+  let record: string[] = [];
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i];
+    if (quoted) {
+      if (ch === '"' && text[i + 1] === '"') {
+        field += '"';
+        i++;
+      } else if (ch === '"') quoted = false;
+      else field += ch;
+    } else if (ch === '"') quoted = true;
+    else if (ch === ',') {
+      record.push(field);
+      field = '';
+    } else if (ch === '\r' && text[i + 1] === '\n') {
+      record.push(field);
+      records.push(record);
+      field = '';
+      record = [];
+      i++;
+    } else field += ch;
+  }
+  if (field !== '' || record.length > 0) records.push([...record, field]);
+  const [header, ...rest] = records;
+  return rest.map((r) => Object.fromEntries((header ?? []).map((name, i) => [name, r[i] ?? ''])));
 }

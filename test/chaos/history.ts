@@ -7,7 +7,7 @@
 import type { ScheduledKind } from './schedule.js';
 
 export type Transport = 'rest' | 'trpc';
-export type Operation = 'orders.create' | 'payments.create';
+export type Operation = 'orders.create' | 'payments.create' | 'refunds.create' | 'exports.create';
 
 /** What came back, normalised across transports (REST status + envelope, tRPC result or error). */
 export type Answer =
@@ -22,8 +22,8 @@ export type Answer =
       retryAfter: boolean;
       replayed: boolean;
     }
-  /** 202: still processing (never final). */
-  | { kind: 'processing'; retryAfter: boolean; location: string | null };
+  /** 202: still processing (never final but for an export, whose 202 is the key's stored answer). */
+  | { kind: 'processing'; retryAfter: boolean; location: string | null; resourceId?: string };
 
 export interface RequestEvent {
   type: 'request';
@@ -33,9 +33,15 @@ export interface RequestEvent {
   user: string;
   op: Operation;
   transport: Transport;
+  /** The caller's role (default user): some exports are an admin's, of the tenant's rows. */
+  role?: 'admin';
   key: string;
-  /** Canonical JSON of the body sent: a "variant" is another body under the same key. */
+  /**
+   * Canonical JSON of the body sent (a refund's: its tRPC input, the payment's id included): a
+   * "variant" is another body under the same key.
+   */
   body: string;
+  /** The order the request is about (a refund's: its payment's order; an export's: none, ''). */
   merchantOrderNo: string;
   instance: number;
   start: number;
@@ -90,15 +96,59 @@ export interface FinalState {
     chargeId: string | null;
     amount: string;
     resumable: boolean;
+    /** The payment's amount_refunded (its SUCCEEDED refunds, CONTRACT section 10). */
+    amountRefunded: string;
   }>;
   orders: Array<{ id: string; tenant: string; merchantOrderNo: string; status: string; amount: string }>;
+  /** The refunds of the run's tenants (CONTRACT section 10). */
+  refunds: Array<{
+    id: string;
+    refundNo: string;
+    paymentId: string;
+    tenant: string;
+    status: string;
+    amount: string;
+  }>;
+  /** The exports of the run's tenants (CONTRACT section 11), each with its file and its query. */
+  exports: FinalExport[];
   /** The outbox of the run's tenants (CONTRACT section 12), read in the same snapshot as the rows. */
   events: Array<{ id: string; tenant: string; type: string; resourceId: string }>;
   ledger: {
     charges: Array<{ paymentNo: string; chargeId: string; status: string; amount: string }>;
     // refundNo: a business refund (CONTRACT section 9), which undoes no charge; absent: a compensation.
-    refunds: Array<{ chargeId: string; refundNo?: string }>;
+    refunds: Array<{
+      chargeId: string;
+      refundId?: string;
+      refundNo?: string;
+      paymentNo?: string;
+      amount?: string;
+      status?: string;
+    }>;
   };
+}
+
+/** One row of an export's file, or of the query it must equal: what identifies it and does not change. */
+export interface ExportRow {
+  id: string;
+  merchantOrderNo: string;
+  amount: string;
+}
+
+export interface FinalExport {
+  id: string;
+  tenant: string;
+  resource: 'orders' | 'payments';
+  format: 'csv' | 'ndjson';
+  status: string;
+  /**
+   * A SUCCEEDED export's file as GET /api/v1/exports/{id}/file served it to its creator, in file
+   * order; null when not SUCCEEDED; a string when the download failed (what went wrong).
+   */
+  file: ExportRow[] | null | string;
+  /** The files its creator downloaded while the run went on (a file never changes once SUCCEEDED). */
+  earlier: ExportRow[][];
+  /** The direct query the file must equal (the rows that existed at its creation), in id order. */
+  query: ExportRow[];
 }
 
 export interface Limits {

@@ -111,8 +111,8 @@ export const FAILPOINT_FAULTS: readonly FailpointFault[] = [
     gateway: { errorRate: 0.5 },
     minHoldMs: 2000,
   },
-  // Refunds' step boundaries (payments/refund-effect.ts). They fire once the driver makes refunds;
-  // until then the window passes without them.
+  // Refunds' step boundaries (payments/refund-effect.ts): they fire when a client's refund (the
+  // driver makes them among its requests) reaches the step while the window is open.
   { spec: 'refund.tx1.before-commit=sigstop@1;refund.tx1.after-commit=sigkill@1' },
   { spec: 'refund.perform.before=throw@1;refund.perform.after=sigkill@1;refund.tx2.before=drop@1' },
   {
