@@ -41,9 +41,14 @@ describe('exports: a 200,000-row export whose worker is SIGKILLed twice is conti
   before(async () => {
     db = await createIsolatedDatabase('exports');
   });
-  after(async () => {
+  // Each test's instances end with it: one left running would take the next test's export job
+  // (they share the database and its job queue) from the instance the test means to crash or freeze.
+  afterEach(async () => {
     for (const i of instances) i.kill();
     await Promise.all(instances.map((i) => i.exited));
+    instances.length = 0;
+  });
+  after(async () => {
     await db?.drop();
   });
 
