@@ -30,7 +30,7 @@ interface Delivery {
 }
 
 describe('webhooks: deliveries across instances (real receiver, real processes)', function () {
-  this.timeout(180_000);
+  this.timeout(300_000);
   const receiver = new Receiver();
   const instances: Instance[] = [];
 

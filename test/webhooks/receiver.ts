@@ -153,11 +153,16 @@ export class Receiver {
   }
 }
 
-/** Polls until `check` holds (or throws with `what` after `withinMs`). */
+/**
+ * Polls until `check` holds (or throws with `what` after `withinMs`). The default bound covers the
+ * dispatcher's documented pause after an instance died holding its run (docs/DECISIONS.md "Webhook
+ * deliveries": the run's expiry plus a maintenance round, about 25 s), which the files before a
+ * webhook test cause when they SIGKILL their instances at the end (the suite's full run met 60 s).
+ */
 export async function until(
   what: string,
   check: () => boolean | Promise<boolean>,
-  withinMs = 60_000,
+  withinMs = 120_000,
 ): Promise<void> {
   const deadline = Date.now() + withinMs;
   while (!(await check())) {
