@@ -159,6 +159,8 @@ describe('events: the subscription (events.onEvent over SSE)', function () {
     const admin = bearer(tenant, adminId, 'admin');
     const instance = await startInstance({ RECOVERER_INTERVAL_MS: '3600000', EVENT_MAX_SUBSCRIBERS: '1' });
     const first = subscribe({ url: instance.url }, tenant, adminId, 'admin');
+    // Without a last id a stream starts at the feed's head: the order is written once it has started.
+    await first.started;
     await createOrder(instance.url, admin, 'cap-1');
     await until('the first subscriber is served', () => first.received.length === 1);
     const refused = await fetch(`${instance.url}/trpc/events.onEvent?input=${encodeURIComponent('{}')}`, {
