@@ -157,6 +157,8 @@ export interface Spec {
   final?: number;
   /** Whose CPU the "service" column counts (default: the service; the bare Express process for bare). */
   pid?: number;
+  /** Before each of its segments, untimed (e.g. the outbox what-if switches the event triggers). */
+  before?: () => Promise<void>;
 }
 
 /** Joins the segments of one scenario measured in several rounds. */
@@ -212,6 +214,7 @@ export async function interleaved(
       const profiled = PROFILE && last && ctx.serverChild !== undefined && spec.url === ctx.serverChild.url;
       if (profiled && ctx.serverChild)
         await ask(ctx.serverChild.child, { type: 'profile-start' }, 'profile-started');
+      await spec.before?.();
       const before = cpuNow(ctx, spec.pid);
       const r = spec.run
         ? await spec.run(seconds)

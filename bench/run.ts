@@ -30,8 +30,11 @@ import { provePeer } from './peer-check.js';
 import { killQuietly, openBenchDatabase } from './postgres.js';
 import { memoryOf, sampleMemory, startNode } from './processes.js';
 import { report } from './report-file.js';
+import { exportScenario, refundsScenario } from './scenarios/effects.js';
+import { eventsScenario } from './scenarios/events.js';
 import { growthScenario } from './scenarios/growth.js';
-import { purgeScenario } from './scenarios/purge.js';
+import { outboxScenario } from './scenarios/outbox.js';
+import { eventsPurgeScenario, purgeScenario } from './scenarios/purge.js';
 import { roundTrips } from './scenarios/round-trips.js';
 import { stormScenario } from './scenarios/storm.js';
 import { throughputScenarios } from './scenarios/throughput.js';
@@ -219,6 +222,13 @@ async function main(run: BenchRun): Promise<void> {
   await throughputScenarios(run, enabled('pgbench') ? captures : undefined);
   mark('throughput');
   results.tableStatsAfterThroughput = await tableStats(sql);
+  // Effects and events (issues 27 and 28): each an interleaved comparison or a latency of its own.
+  if (enabled('refunds')) await refundsScenario(run);
+  if (enabled('outbox')) await outboxScenario(run);
+  if (enabled('events')) await eventsScenario(run);
+  mark('refunds, outbox, events');
+  if (enabled('export')) await exportScenario(run);
+  mark('export');
   if (enabled('storm')) {
     await stormScenario(run);
     await stormScenario(run, 200);
@@ -227,7 +237,10 @@ async function main(run: BenchRun): Promise<void> {
   results.memoryBeforeGrowth = await serverMemory(server, false);
   if (enabled('growth')) await growthScenario(run);
   mark('growth');
-  if (enabled('purge')) await purgeScenario(run);
+  if (enabled('purge')) {
+    await purgeScenario(run);
+    await eventsPurgeScenario(run);
+  }
   mark('purge');
 
   results.loadAverageAtEnd = os.loadavg();

@@ -38,6 +38,10 @@ export const SCENARIOS = [
   'pgbench',
   'growth',
   'purge',
+  'outbox',
+  'events',
+  'refunds',
+  'export',
 ] as const;
 export type ScenarioId = (typeof SCENARIOS)[number];
 
@@ -60,6 +64,10 @@ const QUICK_PARAMS = {
   countN: 20,
   paymentOrders: 10_000,
   claimSamples: 200,
+  eventOrders: 20,
+  refundPayments: 1000,
+  exportRows: 100_000,
+  exportQuietSegment: 3,
 };
 const FULL_PARAMS: typeof QUICK_PARAMS = {
   rounds: 4,
@@ -81,6 +89,10 @@ const FULL_PARAMS: typeof QUICK_PARAMS = {
   countN: 200,
   paymentOrders: 60_000,
   claimSamples: 1000,
+  eventOrders: 50,
+  refundPayments: 5000,
+  exportRows: 1_000_000,
+  exportQuietSegment: 8,
 };
 export type Params = typeof QUICK_PARAMS;
 

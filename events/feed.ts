@@ -143,6 +143,9 @@ export async function readEvent(sequelize: Sequelize, id: string): Promise<FeedE
  * event that is old but behind a younger one in sequence order waits for that one (the retention is a
  * lower bound). Returns how many it deleted: fewer than `batch` means nothing older is left at the head.
  */
+/** The retention job's batch: events deleted per statement. */
+export const EVENT_PURGE_BATCH = 5000;
+
 export async function purgeEvents(sequelize: Sequelize, retentionDays: number, batch = 5000): Promise<number> {
   const rows = await sqlRows<{ n: string }>(
     sequelize,

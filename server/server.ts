@@ -12,7 +12,7 @@ import {
 import { onDropConnections, setFailpoints } from '../core/failpoints.js';
 import type { Jobs } from '../core/jobs.js';
 import { createLogger } from '../core/logger.js';
-import { purgeEvents } from '../events/feed.js';
+import { EVENT_PURGE_BATCH, purgeEvents } from '../events/feed.js';
 import { closeSubscriptions } from '../events/feed-waker.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
@@ -35,8 +35,6 @@ import { PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, settingUpJobs, startJobs } from '
 import { Metrics } from './metrics.js';
 import { startNatsRelay } from './nats-relay.js';
 import { startWebhookDeliveries } from './webhooks.js';
-
-const EVENT_PURGE_BATCH = 5000;
 
 export interface RunningServer {
   url: string;

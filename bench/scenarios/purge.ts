@@ -1,6 +1,7 @@
 import type { Sequelize } from 'sequelize';
 import { DEFAULT_PURGE_BUSY_PERCENT } from '../../core/config.js';
 import { createSequelize } from '../../core/database.js';
+import { EVENT_PURGE_BATCH, purgeEvents } from '../../events/feed.js';
 import { DELETE_RECORDS_PLAN, deleteRecordsStatement } from '../../idempotency/caps.js';
 import { purgeExpired } from '../../idempotency/purge-expired.js';
 import type { BenchRun } from '../bench-run.js';
@@ -97,4 +98,65 @@ export async function purgeScenario(ctx: BenchRun): Promise<void> {
   );
   if (left > 0) row.value += ` (${left} not purged in ${P.purgeMax}s)`;
   rows.push(row);
+}
+
+/**
+ * The outbox's growth and its retention (issue 28): the events the run wrote so far (every order,
+ * payment and refund of the scenarios before), their size per event, and the retention's purge of
+ * all of them (purgeEvents with a retention of 0 days: every committed event is past it) in the
+ * service job's batches, under keyed order creates; p99 with the purge running against a segment
+ * without it. New events written meanwhile are purged too.
+ */
+export async function eventsPurgeScenario(ctx: BenchRun): Promise<void> {
+  const { P, log, results, rows, idemOrder, sql, server, db } = ctx;
+  const total = await count(sql, 'SELECT count(*) AS n FROM events');
+  const bytes = await count(sql, "SELECT pg_total_relation_size('events') AS n");
+  const quiet = await measure(ctx, 'events-purge-off', server.url, P.purgeSegment / 2, idemOrder);
+  const sequelize: Sequelize = createSequelize(db.url, 2);
+  let purged = 0;
+  let purgingSeconds = 0;
+  try {
+    const started = Date.now();
+    const purging = (async () => {
+      for (
+        let n = EVENT_PURGE_BATCH;
+        n === EVENT_PURGE_BATCH && (Date.now() - started) / 1000 < P.purgeMax;
+      ) {
+        n = await purgeEvents(sequelize, 0, EVENT_PURGE_BATCH);
+        purged += n;
+      }
+      purgingSeconds = (Date.now() - started) / 1000;
+    })();
+    const during = await measure(ctx, 'events-purge-on', server.url, P.purgeMax, idemOrder, {
+      stopWhen: purging,
+    });
+    await purging;
+    const left = await count(sql, 'SELECT count(*) AS n FROM events');
+    results.eventsPurge = {
+      eventsBefore: total,
+      bytesPerEvent: total > 0 ? bytes / total : null,
+      purged,
+      purgingSeconds,
+      eventsPerSecond: purged / purgingSeconds,
+      left,
+      off: quiet,
+      on: during,
+    };
+    log(
+      `events purge: ${purged} of ${total} events (${(bytes / Math.max(1, total)).toFixed(0)} bytes each) in ${purgingSeconds.toFixed(1)}s; p99 ${during.p99.toFixed(1)} ms with, ${quiet.p99.toFixed(1)} ms without; ${left} left`,
+    );
+    const v = ratio(during.p99, quiet.p99);
+    rows.push(
+      loadRow(
+        'events-purge',
+        `Outbox retention: purge ${rowsLabel(purged)} events (${(bytes / Math.max(1, total)).toFixed(0)} B each, ${(purged / purgingSeconds).toFixed(0)}/s) under create load: p99 ÷ without`,
+        during,
+        r2(v),
+        '≤ 1.30',
+        v <= 1.3,
+      ),
+    );
+  } finally {
+    await sequelize.close();
+  }
 }

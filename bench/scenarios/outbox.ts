@@ -1,0 +1,81 @@
+import { randomUUID } from 'node:crypto';
+import type { BenchRun } from '../bench-run.js';
+import type { LoadRequest } from '../load.js';
+import { count, createOrders, interleaved, loadRow, type Spec } from '../measure.js';
+import { r2, ratio } from '../report.js';
+import { USERS } from '../settings.js';
+
+/** The outbox's triggers on the tables these scenarios write (CONTRACT section 12; migration 20261127000001). */
+const TRIGGERS = [
+  ['orders', 'orders_event'],
+  ['payments', 'payments_event'],
+] as const;
+
+/**
+ * What the transactional outbox costs end to end (issue 28: "the keyed create's and the payment's
+ * throughput with the outbox on, against without; target within 10%"). The same keyed order creates
+ * and payments, interleaved in rounds, with the event triggers enabled and then disabled on the
+ * scratch database before each segment (`ALTER TABLE … DISABLE TRIGGER`, between segments, with no
+ * request in flight). Disabled is a what-if of this benchmark only: the service has no such setting,
+ * every change writes its event.
+ */
+export async function outboxScenario(ctx: BenchRun): Promise<void> {
+  const { P, ROUNDS, SEGMENT, log, results, rows, idemOrder, users, sql, server } = ctx;
+  const setTriggers = (on: boolean) => async () => {
+    for (const [table, trigger] of TRIGGERS)
+      await sql.query(`ALTER TABLE ${table} ${on ? 'ENABLE' : 'DISABLE'} TRIGGER ${trigger}`);
+  };
+  const prefix = `obx-${ctx.runId}`;
+  log(`outbox: creating ${P.paymentOrders} orders to pay`);
+  await createOrders(ctx, sql, prefix, P.paymentOrders);
+  let paid = 0;
+  let exhausted = false;
+  const payment = (): LoadRequest => {
+    const n = paid++;
+    if (n >= P.paymentOrders) exhausted = true;
+    const g = (n % P.paymentOrders) + 1;
+    return {
+      method: 'POST',
+      path: '/api/v1/payments',
+      headers: { authorization: users[g % USERS], 'idempotency-key': randomUUID() },
+      body: JSON.stringify({ merchantOrderNo: `${prefix}-${g}`, amount: '10.50' }),
+    };
+  };
+  const eventsBefore = await count(sql, 'SELECT count(*) AS n FROM events');
+  const specs: Spec[] = [
+    { name: 'outbox-on-orders', url: server.url, next: idemOrder, before: setTriggers(true) },
+    { name: 'outbox-off-orders', url: server.url, next: idemOrder, before: setTriggers(false) },
+    { name: 'outbox-on-payments', url: server.url, next: payment, before: setTriggers(true) },
+    { name: 'outbox-off-payments', url: server.url, next: payment, before: setTriggers(false) },
+  ];
+  let r: Awaited<ReturnType<typeof interleaved>>;
+  try {
+    log(`outbox: ${specs.map((s) => s.name).join(', ')}; ${ROUNDS} rounds of ${SEGMENT}s each`);
+    r = await interleaved(ctx, specs, ROUNDS, SEGMENT);
+  } finally {
+    await setTriggers(true)();
+  }
+  // Reported: the events the run wrote per final answer of the arms with the triggers on (the arms
+  // with them off write none).
+  const events = (await count(sql, 'SELECT count(*) AS n FROM events')) - eventsBefore;
+  const on = r['outbox-on-orders'].created + r['outbox-on-payments'].created;
+  results.outbox = { eventsWritten: events, finalAnswersWithTriggers: on, eventsPerAnswer: events / on };
+  const compare = (id: string, scenario: string, onArm: string, offArm: string, extra = '') => {
+    const v = ratio(r[onArm].rps, r[offArm].rps);
+    rows.push(loadRow(id, scenario, r[onArm], r2(v) + extra, 'on ÷ off ≥ 0.90', v >= 0.9));
+  };
+  compare(
+    'outbox-orders',
+    'Outbox: keyed order create, events on ÷ off',
+    'outbox-on-orders',
+    'outbox-off-orders',
+  );
+  compare(
+    'outbox-payments',
+    'Outbox: payment, events on ÷ off',
+    'outbox-on-payments',
+    'outbox-off-payments',
+    exhausted ? ' (orders ran out)' : '',
+  );
+  log(`outbox: ${events} events written by ${on} final answers with the triggers on`);
+}
