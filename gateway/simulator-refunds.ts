@@ -31,13 +31,29 @@ export function createRefundDesk(ledger: Ledger) {
   const firstRefund = new Map<string, BusinessRefund>();
   const compensationByChargeId = new Map<string, Refund>();
 
+  // Indexes over the ledger's append-only lists (a charge or refund is never changed once pushed), so
+  // that a refund costs the same with 100 charges recorded as with 100,000: the charges by
+  // (paymentNo, chargeId), indexed up to where the list has grown since, and the SUCCEEDED business
+  // refunds' sum per charge, kept as this desk pushes them.
+  const chargeByKey = new Map<string, Charge>();
+  let chargesIndexed = 0;
+  const refundedCents = new Map<string, bigint>();
+  const chargeKey = (paymentNo: string, chargeId: string) => `${paymentNo}\u0000${chargeId}`;
+
+  /** The first charge recorded with this paymentNo and chargeId, as a scan of the list would find it. */
+  function findCharge(paymentNo: string, chargeId: string): Charge | undefined {
+    for (; chargesIndexed < ledger.charges.length; chargesIndexed++) {
+      const c = ledger.charges[chargesIndexed];
+      const key = chargeKey(c.paymentNo, c.chargeId);
+      if (!chargeByKey.has(key)) chargeByKey.set(key, c);
+    }
+    return chargeByKey.get(chargeKey(paymentNo, chargeId));
+  }
+
   /** What is left to refund of a charge: its amount minus its SUCCEEDED refunds; none once compensated. */
   function leftOf(charge: Charge): bigint {
     if (charge.status !== 'SUCCEEDED' || compensationByChargeId.has(charge.chargeId)) return 0n;
-    let left = cents(charge.amount);
-    for (const r of ledger.refunds)
-      if (r.chargeId === charge.chargeId && r.status === 'SUCCEEDED' && r.amount) left -= cents(r.amount);
-    return left;
+    return cents(charge.amount) - (refundedCents.get(charge.chargeId) ?? 0n);
   }
 
   async function postBusiness(
@@ -56,9 +72,7 @@ export function createRefundDesk(ledger: Ledger) {
     if (!refund) {
       // Nothing is recorded for a refund that names no charge: a DECLINED record would claim that a
       // charge exists, and a later GET /refunds/{refundNo} would answer for a refund of nothing.
-      const charge = ledger.charges.find(
-        (c) => c.paymentNo === input.paymentNo && c.chargeId === input.chargeId,
-      );
+      const charge = findCharge(input.paymentNo, input.chargeId);
       if (!charge) throw new HttpError(404, 'no such charge for this paymentNo');
       if (charge.currency !== input.currency) throw new HttpError(409, "currency differs from the charge's");
       if (hit(f.errorRate)) return serverError(res, f, sleep, 'refunded');
@@ -71,6 +85,8 @@ export function createRefundDesk(ledger: Ledger) {
         status: over || hit(f.declineRate) ? 'DECLINED' : 'SUCCEEDED',
       };
       ledger.refunds.push(refund);
+      if (refund.status === 'SUCCEEDED')
+        refundedCents.set(charge.chargeId, (refundedCents.get(charge.chargeId) ?? 0n) + cents(input.amount));
       if (!firstRefund.has(input.refundNo)) firstRefund.set(input.refundNo, refund);
     }
     return deliver(req, res, f, sleep, refund);
@@ -79,7 +95,7 @@ export function createRefundDesk(ledger: Ledger) {
   /** The compensation form, unchanged: idempotent per chargeId, no faults applied. */
   function postCompensation(res: http.ServerResponse, body: unknown) {
     const { paymentNo, chargeId } = parse(refundRequestSchema, body);
-    const charge = ledger.charges.find((c) => c.paymentNo === paymentNo && c.chargeId === chargeId);
+    const charge = findCharge(paymentNo, chargeId);
     if (!charge) throw new HttpError(404, 'no such charge');
     if (charge.status === 'DECLINED') throw new HttpError(409, 'a declined charge has nothing to refund');
     let refund = compensationByChargeId.get(chargeId);
