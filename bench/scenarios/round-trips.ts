@@ -140,6 +140,20 @@ export async function roundTrips(ctx: BenchRun): Promise<Captures> {
     })),
     201,
   );
+  // A partial refund of each payment just made (their ids by merchantOrderNo).
+  const paid = await sql.query<{ id: string; no: string }>(
+    `SELECT id::text, merchant_order_no AS no FROM payments WHERE merchant_order_no LIKE 'payc-%' AND status = 'SUCCEEDED'`,
+  );
+  out.refundCreate = await measureCalls(
+    'refund create',
+    paid.rows.map((p) => ({
+      method: 'POST' as const,
+      path: `/api/v1/payments/${p.id}/refunds`,
+      headers: { authorization: users[Number(p.no.slice(5)) % USERS], 'idempotency-key': randomUUID() },
+      body: JSON.stringify({ amount: '1.00' }),
+    })),
+    201,
+  );
   results.roundTrips = out;
   return captures;
 }
