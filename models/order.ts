@@ -16,9 +16,19 @@ import {
   type SqlValue,
   withAllocated,
 } from '../core/sql.js';
+import {
+  nullableTextColumn,
+  numericColumn,
+  oneOfColumn,
+  type StoredRow,
+  textColumn,
+  timeColumn,
+} from '../core/stored-row.js';
 import { notBeforeCreated, timed } from './timestamps.js';
 
-export type OrderStatus = 'CREATED' | 'PAID';
+/** The CHECK of orders.status (migration 20261121000003). */
+export const ORDER_STATUSES = ['CREATED', 'PAID'] as const;
+export type OrderStatus = (typeof ORDER_STATUSES)[number];
 
 /** The columns an order's answer shows, as `Order.insertRow` returns them (a model instance has them too). */
 export type OrderRow = Pick<
@@ -33,6 +43,22 @@ export type OrderRow = Pick<
   | 'createdAt'
   | 'updatedAt'
 >;
+
+/** An order's answer columns from its stored row (`SELECT *`, or an event's snapshot: core/stored-row.ts). */
+export function orderFromColumns(row: StoredRow): OrderRow {
+  return {
+    id: numericColumn(row, 'id'),
+    merchantOrderNo: textColumn(row, 'merchant_order_no'),
+    userId: numericColumn(row, 'user_id'),
+    amount: numericColumn(row, 'amount'),
+    currency: textColumn(row, 'currency'),
+    description: nullableTextColumn(row, 'description'),
+    status: oneOfColumn(row, 'status', ORDER_STATUSES),
+    createdAt: timeColumn(row, 'created_at'),
+    updatedAt: timeColumn(row, 'updated_at'),
+  };
+}
+
 export type NewOrder = Pick<
   Order,
   'tenantId' | 'userId' | 'merchantOrderNo' | 'amount' | 'currency' | 'description'

@@ -7,8 +7,18 @@ import {
   type Sequelize,
 } from 'sequelize';
 import { sqlLiteral } from '../core/sql.js';
+import {
+  nullableTextColumn,
+  numericColumn,
+  oneOfColumn,
+  type StoredRow,
+  textColumn,
+  timeColumn,
+} from '../core/stored-row.js';
 
-export type PaymentStatus = 'PROCESSING' | 'SUCCEEDED' | 'FAILED';
+/** The CHECK of payments.status (migration 20261121000004). */
+export const PAYMENT_STATUSES = ['PROCESSING', 'SUCCEEDED', 'FAILED'] as const;
+export type PaymentStatus = (typeof PAYMENT_STATUSES)[number];
 
 export class Payment extends Model<InferAttributes<Payment>, InferCreationAttributes<Payment>> {
   declare id: string;
@@ -84,4 +94,40 @@ export class Payment extends Model<InferAttributes<Payment>, InferCreationAttrib
       { sequelize, tableName: 'payments', underscored: true },
     );
   }
+}
+
+/** The columns a payment's answer shows (payments/payment-reply.ts); a Payment instance has them. */
+export type PaymentRow = Pick<
+  Payment,
+  | 'id'
+  | 'paymentNo'
+  | 'merchantId'
+  | 'merchantOrderNo'
+  | 'orderId'
+  | 'amount'
+  | 'currency'
+  | 'status'
+  | 'failureReason'
+  | 'amountRefunded'
+  | 'createdAt'
+  | 'updatedAt'
+>;
+
+/** A payment's answer columns from its stored row (`SELECT *`, or an event's snapshot: core/stored-row.ts). */
+export function paymentFromColumns(row: StoredRow): PaymentRow {
+  return {
+    id: textColumn(row, 'id'),
+    paymentNo: textColumn(row, 'payment_no'),
+    merchantId: textColumn(row, 'merchant_id'),
+    merchantOrderNo: textColumn(row, 'merchant_order_no'),
+    orderId: numericColumn(row, 'order_id'),
+    amount: numericColumn(row, 'amount'),
+    currency: textColumn(row, 'currency'),
+    status: oneOfColumn(row, 'status', PAYMENT_STATUSES),
+    failureReason: nullableTextColumn(row, 'failure_reason'),
+    // An event stored before migration 20261127000101 has no amount_refunded: nothing was refunded then.
+    amountRefunded: row.amount_refunded === undefined ? '0.00' : numericColumn(row, 'amount_refunded'),
+    createdAt: timeColumn(row, 'created_at'),
+    updatedAt: timeColumn(row, 'updated_at'),
+  };
 }

@@ -7,8 +7,18 @@ import {
   type Sequelize,
 } from 'sequelize';
 import { sqlLiteral } from '../core/sql.js';
+import {
+  nullableTextColumn,
+  numericColumn,
+  oneOfColumn,
+  type StoredRow,
+  textColumn,
+  timeColumn,
+} from '../core/stored-row.js';
 
-export type RefundStatus = 'PROCESSING' | 'SUCCEEDED' | 'FAILED';
+/** The CHECK of refunds.status (migration 20261127000101). */
+export const REFUND_STATUSES = ['PROCESSING', 'SUCCEEDED', 'FAILED'] as const;
+export type RefundStatus = (typeof REFUND_STATUSES)[number];
 
 /** A refund of part or all of a payment (CONTRACT section 10); migration 20261127000101. */
 export class Refund extends Model<InferAttributes<Refund>, InferCreationAttributes<Refund>> {
@@ -79,4 +89,37 @@ export class Refund extends Model<InferAttributes<Refund>, InferCreationAttribut
       { sequelize, tableName: 'refunds', underscored: true },
     );
   }
+}
+
+/** The columns a refund's answer shows (payments/refund-reply.ts); a Refund instance has them. */
+export type RefundRow = Pick<
+  Refund,
+  | 'id'
+  | 'refundNo'
+  | 'paymentId'
+  | 'merchantOrderNo'
+  | 'amount'
+  | 'currency'
+  | 'reason'
+  | 'status'
+  | 'failureReason'
+  | 'createdAt'
+  | 'updatedAt'
+>;
+
+/** A refund's answer columns from its stored row (an event's snapshot: core/stored-row.ts). */
+export function refundFromColumns(row: StoredRow): RefundRow {
+  return {
+    id: textColumn(row, 'id'),
+    refundNo: textColumn(row, 'refund_no'),
+    paymentId: textColumn(row, 'payment_id'),
+    merchantOrderNo: textColumn(row, 'merchant_order_no'),
+    amount: numericColumn(row, 'amount'),
+    currency: textColumn(row, 'currency'),
+    reason: nullableTextColumn(row, 'reason'),
+    status: oneOfColumn(row, 'status', REFUND_STATUSES),
+    failureReason: nullableTextColumn(row, 'failure_reason'),
+    createdAt: timeColumn(row, 'created_at'),
+    updatedAt: timeColumn(row, 'updated_at'),
+  };
 }

@@ -1,7 +1,7 @@
 import { ok } from '../core/envelope.js';
 import { canonicalAmount } from '../core/money.js';
 import type { Reply } from '../idempotency/outcome.js';
-import type { Payment } from '../models/payment.js';
+import type { Payment, PaymentRow } from '../models/payment.js';
 import type { PaymentDto } from './payment.schema.js';
 
 export const paymentLocation = (id: string) => `/api/v1/payments/${id}`;
@@ -9,7 +9,7 @@ export const paymentLocation = (id: string) => `/api/v1/payments/${id}`;
 /** The success of POST /payments, declared once: its router entry and every stored answer read it. */
 export const paymentCreated = { status: 201, location: paymentLocation } as const;
 
-export function toPaymentDto(p: Payment): PaymentDto {
+export function toPaymentDto(p: PaymentRow): PaymentDto {
   return {
     id: p.id,
     paymentNo: p.paymentNo,

@@ -1,6 +1,6 @@
 import { ok } from '../core/envelope.js';
 import type { Reply } from '../idempotency/outcome.js';
-import type { Refund } from '../models/refund.js';
+import type { Refund, RefundRow } from '../models/refund.js';
 import type { RefundDto } from './refund.schema.js';
 
 export const refundLocation = (id: string) => `/api/v1/refunds/${id}`;
@@ -8,7 +8,7 @@ export const refundLocation = (id: string) => `/api/v1/refunds/${id}`;
 /** The success of POST /payments/{id}/refunds, declared once: its router entry and every stored answer read it. */
 export const refundCreated = { status: 201, location: refundLocation } as const;
 
-export function toRefundDto(r: Refund): RefundDto {
+export function toRefundDto(r: RefundRow): RefundDto {
   return {
     id: r.id,
     refundNo: r.refundNo,

@@ -1,7 +1,8 @@
 import type { Sequelize } from 'sequelize';
 import { sqlRows } from '../../core/sql.js';
-import type { OrderRow } from '../../models/order.js';
-import type { Payment } from '../../models/payment.js';
+import type { StoredRow } from '../../core/stored-row.js';
+import { orderFromColumns } from '../../models/order.js';
+import { paymentFromColumns } from '../../models/payment.js';
 import { paymentSchema } from '../../payments/payment.schema.js';
 import { toPaymentDto } from '../../payments/payment-reply.js';
 import { toOrderDto } from '../orders/orders.handlers.js';
@@ -24,8 +25,8 @@ export interface ExportScope {
 /**
  * Each resource's table and transfer object: the file's fields are exactly the API's (the same
  * functions render both), in the order of the schema's keys. A row is read whole (`SELECT *`) and its
- * columns camel-cased, as a model instance holds them, so a column added to the table later reaches
- * the transfer object without a second list here.
+ * columns read by the function next to its model (core/stored-row.ts), the one that reads its events'
+ * rows too: no list of its columns here.
  */
 const RESOURCES = {
   orders: {
@@ -33,14 +34,14 @@ const RESOURCES = {
     tenantColumn: 'tenant_id',
     idType: 'bigint',
     fields: Object.keys(orderSchema.shape),
-    render: (row: Record<string, unknown>) => toOrderDto(row as unknown as OrderRow),
+    render: (row: StoredRow) => toOrderDto(orderFromColumns(row)),
   },
   payments: {
     table: 'payments',
     tenantColumn: 'merchant_id',
     idType: 'text',
     fields: Object.keys(paymentSchema.shape),
-    render: (row: Record<string, unknown>) => toPaymentDto(row as unknown as Payment),
+    render: (row: StoredRow) => toPaymentDto(paymentFromColumns(row)),
   },
 } as const;
 
@@ -72,8 +73,6 @@ export async function countUpTo(sequelize: Sequelize, scope: ExportScope, limit:
   return row.n;
 }
 
-const camel = (column: string) => column.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
-
 /** The next `limit` matching rows after `afterId`, in id order, as transfer objects. */
 export async function nextBatch(
   sequelize: Sequelize,
@@ -88,12 +87,7 @@ export async function nextBatch(
     `SELECT * FROM ${r.table} WHERE ${where} ORDER BY id LIMIT ${Math.trunc(limit)}`,
     values,
   );
-  const names = rows.length > 0 ? Object.keys(rows[0]).map((k) => [k, camel(k)] as const) : [];
-  const dtos = rows.map((row) => {
-    const shaped: Record<string, unknown> = {};
-    for (const [column, name] of names) shaped[name] = row[column];
-    return r.render(shaped) as unknown as Record<string, unknown>;
-  });
+  const dtos: Record<string, unknown>[] = rows.map((row) => r.render(row));
   const last = rows.at(-1);
   return { dtos, lastId: last ? String(last.id) : null };
 }

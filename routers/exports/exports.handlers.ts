@@ -3,11 +3,28 @@ import { processing } from '../../core/envelope.js';
 import { NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
 import { sqlRows } from '../../core/sql.js';
+import {
+  nullableNumericColumn,
+  nullableTextColumn,
+  nullableTimeColumn,
+  numericColumn,
+  oneOfColumn,
+  type StoredRow,
+  timeColumn,
+} from '../../core/stored-row.js';
 import type { IdempotentRequest } from '../../idempotency/engine.js';
 import type { Outcome, Reply } from '../../idempotency/outcome.js';
 import type { AuthedContext } from '../context.js';
 import { failureAsReply } from '../mutation-replies.js';
-import type { CreateExportInput, ExportDto, ExportFormat, ExportResource } from './exports.schema.js';
+import {
+  type CreateExportInput,
+  EXPORT_FORMATS,
+  EXPORT_RESOURCES,
+  type ExportDto,
+  type ExportFormat,
+  type ExportResource,
+  exportSchema,
+} from './exports.schema.js';
 
 export const exportLocation = (id: string) => `/api/v1/exports/${id}`;
 
@@ -29,6 +46,22 @@ export interface ExportRow {
   createdAt: Date;
   completedAt: Date | null;
   expiresAt: Date | null;
+}
+
+/** An export's answer columns from its stored row (an event's snapshot: core/stored-row.ts). */
+export function exportFromColumns(row: StoredRow): ExportRow {
+  return {
+    id: numericColumn(row, 'id'),
+    resource: oneOfColumn(row, 'resource', EXPORT_RESOURCES),
+    format: oneOfColumn(row, 'format', EXPORT_FORMATS),
+    status: oneOfColumn(row, 'status', exportSchema.shape.status.options),
+    rowCount: nullableNumericColumn(row, 'row_count'),
+    bytes: nullableNumericColumn(row, 'bytes'),
+    failureReason: nullableTextColumn(row, 'failure_reason'),
+    createdAt: timeColumn(row, 'created_at'),
+    completedAt: nullableTimeColumn(row, 'completed_at'),
+    expiresAt: nullableTimeColumn(row, 'expires_at'),
+  };
 }
 
 const count = (v: string | number | null) => (v === null || v === undefined ? null : Number(v));
