@@ -82,12 +82,26 @@ async function main(run: BenchRun): Promise<void> {
     `PostgreSQL ${db.version} (${db.origin}, ${db.transport}); pg_stat_statements ${db.statements ? 'on' : 'off'}`,
   );
 
-  const [serverPort, barePort, peerPort, peerTokenPort] = await Promise.all([
+  const [serverPort, barePort, peerPort, peerTokenPort, gatewayPort] = await Promise.all([
+    freePort(),
     freePort(),
     freePort(),
     freePort(),
     freePort(),
   ]);
+  // The payment gateway simulator as a process of its own (`npm run gateway`), as a deployment has its
+  // gateway elsewhere: its ledger (every charge and refund of the run, in memory) and its CPU are not
+  // counted as the service's.
+  const gateway = await startNode({
+    name: 'gateway',
+    args: ['--import', 'tsx', 'server/gateway-cli.ts'],
+    env: { GATEWAY_PORT: String(gatewayPort) },
+    port: gatewayPort,
+    readyPath: '/ledger',
+  });
+  run.pids.add(gateway.pid);
+  run.onCleanup(() => gateway.stop());
+  log(`gateway simulator pid ${gateway.pid} at ${gateway.url}`);
   if (PROFILE) await mkdir(PROFILE_DIR, { recursive: true });
   // The process `npm start` runs (built JS, its heap flags), with the probe preloaded.
   const start = startCommand();
@@ -101,6 +115,7 @@ async function main(run: BenchRun): Promise<void> {
       NODE_ENV: 'test',
       LOG_LEVEL: 'warn',
       DATABASE_URL: db.url,
+      PAYMENT_GATEWAY_URL: gateway.url,
       HOST: '127.0.0.1',
       PORT: String(serverPort),
       IDEMPOTENCY_WAIT_MS: String(WAIT_MS),

@@ -158,7 +158,7 @@ export async function throughputScenarios(ctx: BenchRun, captures?: Captures): P
   // Issue 27's target (an effect on the one mechanism); issue 12's 0.50 was not reached.
   against(
     'payments',
-    'Payment, in-process gateway, 0 latency',
+    'Payment, gateway simulator process, 0 latency',
     0.25,
     exhausted ? ' (orders ran out)' : '',
     !exhausted,
