@@ -1,8 +1,8 @@
 /**
- * `npm run bench` (about 4 min) / `npm run bench -- --quick` (under 1 min). See docs/BENCHMARKS.md.
+ * `npm run bench` (about 15 min) / `npm run bench -- --quick` (about 2 min). See docs/BENCHMARKS.md.
  *
  * Starts a PostgreSQL (embedded, or a scratch database on DATABASE_URL, dropped at the end), ONE
- * service process (what `npm start` runs: the built dist/server/main.js with the start script's
+ * service process (what `npm start` runs, pointed at the gateway simulator's own process: the built dist/server/main.js with the start script's
  * heap flags, bench/start-command.ts; plus bench/probe.ts compiled next to it, a preload that
  * counts queries or records a CPU profile only when asked), the hand-written peer (bench/peer.ts), a bare Express 5 process (HTTP ceiling), and
  * drives them from this process with autocannon and pgbench, on loopback, bounded in count and
