@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
@@ -269,6 +270,27 @@ export async function createOrders(_ctx: BenchRun, sql: pg.Pool, prefix: string,
      SELECT $1, $2::bigint + 1 + (g % $3), $4 || '-' || g, 10.50, 'USD' FROM generate_series(1, $5::int) g`,
     [TENANT, USER_BASE, USERS, prefix, n],
   );
+}
+
+/**
+ * `n` orders inserted to be paid (`<prefix>-1` … `<prefix>-n`, owned as createOrders spreads them), and
+ * the payment of order g by its owner with a fresh key. `next()` pays them in turn; once all are paid
+ * it starts over (those answer 409) and `exhausted()` says so.
+ */
+export async function ordersToPay(
+  ctx: BenchRun,
+  prefix: string,
+  n: number,
+): Promise<{ pay: (g: number) => LoadRequest; next: () => LoadRequest; exhausted: () => boolean }> {
+  await createOrders(ctx, ctx.sql, prefix, n);
+  let paid = 0;
+  const pay = (g: number): LoadRequest => ({
+    method: 'POST',
+    path: '/api/v1/payments',
+    headers: { authorization: ctx.users[g % USERS], 'idempotency-key': randomUUID() },
+    body: JSON.stringify({ merchantOrderNo: `${prefix}-${g}`, amount: '10.50' }),
+  });
+  return { pay, next: () => pay((paid++ % n) + 1), exhausted: () => paid > n };
 }
 
 export const rowsLabel = (n: number) => (n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : `${Math.round(n / 1e3)}k`);

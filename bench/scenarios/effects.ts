@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { BenchRun } from '../bench-run.js';
-import type { LoadRequest } from '../load.js';
 import {
   combine,
   count,
-  createOrders,
   interleaved,
   loadRow,
   measure,
+  ordersToPay,
   rowsLabel,
   sendAll,
 } from '../measure.js';
@@ -21,26 +20,20 @@ const REFUND = '1.00';
 
 /**
  * Refunds against payments (issue 27: "a refund costs no more than a payment"): payments of fresh
- * orders and partial refunds of payments made beforehand (through the API, so that the in-process
- * gateway knows their charges), interleaved in rounds; compared by CPU per answer (service plus
+ * orders and partial refunds of payments made beforehand (through the API, so that the gateway
+ * simulator knows their charges), interleaved in rounds; compared by CPU per answer (service plus
  * PostgreSQL), and by answers per second, reported.
  */
 export async function refundsScenario(ctx: BenchRun): Promise<void> {
   const { P, ROUNDS, SEGMENT, CONNECTIONS, log, rows, cpuTable, users, sql, server } = ctx;
   const payPrefix = `efp-${ctx.runId}`;
   const refundPrefix = `efr-${ctx.runId}`;
-  const paymentRequest = (prefix: string, g: number): LoadRequest => ({
-    method: 'POST',
-    path: '/api/v1/payments',
-    headers: { authorization: users[g % USERS], 'idempotency-key': randomUUID() },
-    body: JSON.stringify({ merchantOrderNo: `${prefix}-${g}`, amount: '10.50' }),
-  });
   log(`refunds: creating ${P.paymentOrders} orders to pay and paying ${P.refundPayments} to refund`);
-  await createOrders(ctx, sql, payPrefix, P.paymentOrders);
-  await createOrders(ctx, sql, refundPrefix, P.refundPayments);
+  const fresh = await ordersToPay(ctx, payPrefix, P.paymentOrders);
+  const toRefund = await ordersToPay(ctx, refundPrefix, P.refundPayments);
   const prepaid = await sendAll(
     server.url,
-    Array.from({ length: P.refundPayments }, (_, i) => paymentRequest(refundPrefix, i + 1)),
+    Array.from({ length: P.refundPayments }, (_, i) => toRefund.pay(i + 1)),
     CONNECTIONS,
   );
   const payments = (
@@ -54,20 +47,14 @@ export async function refundsScenario(ctx: BenchRun): Promise<void> {
     throw new Error(
       `refunds: only ${payments.length} payments succeeded (${JSON.stringify(prepaid.statuses)})`,
     );
-  let paid = 0;
   let refunded = 0;
-  let exhausted = false;
   const r = await interleaved(
     ctx,
     [
       {
         name: 'effect-payments',
         url: server.url,
-        next: () => {
-          const n = paid++;
-          if (n >= P.paymentOrders) exhausted = true;
-          return paymentRequest(payPrefix, (n % P.paymentOrders) + 1);
-        },
+        next: fresh.next,
       },
       {
         name: 'refunds',
@@ -103,7 +90,7 @@ export async function refundsScenario(ctx: BenchRun): Promise<void> {
       v <= 1 && refunded <= payments.length * 10,
     ),
   );
-  if (exhausted) log('refunds: the orders to pay ran out (payments answered 409 at the end)');
+  if (fresh.exhausted()) log('refunds: the orders to pay ran out (payments answered 409 at the end)');
 }
 
 /**

@@ -1,9 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import type { BenchRun } from '../bench-run.js';
-import type { LoadRequest } from '../load.js';
-import { count, createOrders, interleaved, loadRow, type Spec } from '../measure.js';
+import { count, interleaved, loadRow, ordersToPay, type Spec } from '../measure.js';
 import { r2, ratio } from '../report.js';
-import { USERS } from '../settings.js';
 
 /** The outbox's triggers on the tables these scenarios write (CONTRACT section 12; migration 20261127000001). */
 const TRIGGERS = [
@@ -20,33 +17,20 @@ const TRIGGERS = [
  * every change writes its event.
  */
 export async function outboxScenario(ctx: BenchRun): Promise<void> {
-  const { P, ROUNDS, SEGMENT, log, results, rows, idemOrder, users, sql, server } = ctx;
+  const { P, ROUNDS, SEGMENT, log, results, rows, idemOrder, sql, server } = ctx;
   const setTriggers = (on: boolean) => async () => {
     for (const [table, trigger] of TRIGGERS)
       await sql.query(`ALTER TABLE ${table} ${on ? 'ENABLE' : 'DISABLE'} TRIGGER ${trigger}`);
   };
   const prefix = `obx-${ctx.runId}`;
   log(`outbox: creating ${P.paymentOrders} orders to pay`);
-  await createOrders(ctx, sql, prefix, P.paymentOrders);
-  let paid = 0;
-  let exhausted = false;
-  const payment = (): LoadRequest => {
-    const n = paid++;
-    if (n >= P.paymentOrders) exhausted = true;
-    const g = (n % P.paymentOrders) + 1;
-    return {
-      method: 'POST',
-      path: '/api/v1/payments',
-      headers: { authorization: users[g % USERS], 'idempotency-key': randomUUID() },
-      body: JSON.stringify({ merchantOrderNo: `${prefix}-${g}`, amount: '10.50' }),
-    };
-  };
+  const payments = await ordersToPay(ctx, prefix, P.paymentOrders);
   const eventsBefore = await count(sql, 'SELECT count(*) AS n FROM events');
   const specs: Spec[] = [
     { name: 'outbox-on-orders', url: server.url, next: idemOrder, before: setTriggers(true) },
     { name: 'outbox-off-orders', url: server.url, next: idemOrder, before: setTriggers(false) },
-    { name: 'outbox-on-payments', url: server.url, next: payment, before: setTriggers(true) },
-    { name: 'outbox-off-payments', url: server.url, next: payment, before: setTriggers(false) },
+    { name: 'outbox-on-payments', url: server.url, next: payments.next, before: setTriggers(true) },
+    { name: 'outbox-off-payments', url: server.url, next: payments.next, before: setTriggers(false) },
   ];
   let r: Awaited<ReturnType<typeof interleaved>>;
   try {
@@ -75,7 +59,7 @@ export async function outboxScenario(ctx: BenchRun): Promise<void> {
     'Outbox: payment, events on ÷ off',
     'outbox-on-payments',
     'outbox-off-payments',
-    exhausted ? ' (orders ran out)' : '',
+    payments.exhausted() ? ' (orders ran out)' : '',
   );
   log(`outbox: ${events} events written by ${on} final answers with the triggers on`);
 }

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { BenchRun } from '../bench-run.js';
 import type { LoadRequest } from '../load.js';
-import { createOrders, interleaved, loadRow, type Spec, seedKeys } from '../measure.js';
+import { interleaved, loadRow, ordersToPay, type Spec, seedKeys } from '../measure.js';
 import { r2, ratio } from '../report.js';
-import { USERS } from '../settings.js';
 import { pgbenchSpecs } from './pgbench-specs.js';
 import type { Captures } from './round-trips.js';
 
@@ -21,9 +20,8 @@ export async function throughputScenarios(ctx: BenchRun, captures?: Captures): P
     idemOrder,
     replayRequest,
     newReplayKeys,
-    users,
   } = ctx;
-  const { server, bare, sql } = ctx;
+  const { server, bare } = ctx;
   const specs: Spec[] = [{ name: 'plain', url: server.url, next: plainUser }];
   if (bare) specs.push({ name: 'bare', url: bare.url, next: plainUser, pid: bare.pid });
   const { peer, peerToken } = ctx;
@@ -65,26 +63,11 @@ export async function throughputScenarios(ctx: BenchRun, captures?: Captures): P
     specs.push({ name: 'trpc-plain', url: server.url, next: viaTrpc(plainUser), final: 200 });
     specs.push({ name: 'trpc-idem', url: server.url, next: viaTrpc(idemUser), final: 200 });
   }
-  let exhausted = false;
+  let payments: Awaited<ReturnType<typeof ordersToPay>> | undefined;
   if (enabled('payments')) {
     log(`payments: creating ${P.paymentOrders} orders to pay`);
-    await createOrders(ctx, sql, 'pay', P.paymentOrders);
-    let i = 0;
-    specs.push({
-      name: 'payments',
-      url: server.url,
-      next: () => {
-        const n = i++;
-        if (n >= P.paymentOrders) exhausted = true;
-        const g = (n % P.paymentOrders) + 1;
-        return {
-          method: 'POST',
-          path: '/api/v1/payments',
-          headers: { authorization: users[g % USERS], 'idempotency-key': randomUUID() },
-          body: JSON.stringify({ merchantOrderNo: `pay-${g}`, amount: '10.50' }),
-        };
-      },
-    });
+    payments = await ordersToPay(ctx, 'pay', P.paymentOrders);
+    specs.push({ name: 'payments', url: server.url, next: payments.next });
   }
   const pgbench = captures ? await pgbenchSpecs(ctx, captures) : [];
   specs.push(...pgbench);
@@ -160,8 +143,8 @@ export async function throughputScenarios(ctx: BenchRun, captures?: Captures): P
     'payments',
     'Payment, gateway simulator process, 0 latency',
     0.25,
-    exhausted ? ' (orders ran out)' : '',
-    !exhausted,
+    payments?.exhausted() ? ' (orders ran out)' : '',
+    !payments?.exhausted(),
   );
   const idemDb = r['pgbench-idempotent'];
   const plainDb = r['pgbench-plain'];
