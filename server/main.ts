@@ -1,5 +1,6 @@
 import { ConfigError, loadConfig } from '../core/config.js';
 import { startServer } from './server.js';
+import { unhandledRejectionPolicy } from './unhandled-rejection.js';
 
 let config: ReturnType<typeof loadConfig>;
 try {
@@ -12,10 +13,26 @@ try {
   throw err;
 }
 
+// Until the logger exists (start-up), lines go to stderr.
+let log: { warn: (o: object, m: string) => void; fatal: (o: object, m: string) => void } = {
+  warn: (o, m) => console.error(m, o),
+  fatal: (o, m) => console.error(m, o),
+};
+process.on('unhandledRejection', (reason: unknown) => {
+  if (unhandledRejectionPolicy(reason) === 'survive') {
+    log.warn({ err: reason }, 'a background call failed: the database is unavailable');
+    return;
+  }
+  log.fatal({ err: reason }, 'unhandled promise rejection');
+  process.exit(1);
+});
+
 const running = await startServer(config).catch((err: unknown) => {
   console.error(`Failed to start: ${err instanceof Error ? err.message : String(err)}`);
   process.exit(1);
 });
+
+log = running.services.logger;
 
 let stopping = false;
 const stop = (signal: string) => {

@@ -131,6 +131,8 @@ describe('payments: the database restarted under load (own persistent embedded P
   // client). Unskip once the mapping covers it.
   it('when the database goes away mid-request, then every interrupted payment answers 503, never 500', async () => {
     const outcomes = await payThroughRestart(uniqueTenant('dbrestart'));
+    for (const instance of instances)
+      expect(instance.child.exitCode, `instance ${instance.pid} died:\n${instance.output()}`).to.equal(null);
     const statuses = outcomes.flatMap((o) => o.statuses);
     expect(statuses.filter((s) => s !== 201 && s !== 202 && s !== 503)).to.deep.equal([]);
   });
