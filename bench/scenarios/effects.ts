@@ -164,7 +164,8 @@ export async function exportScenario(ctx: BenchRun): Promise<void> {
   let chunks = 0;
   for await (const chunk of file.body) {
     bytes += chunk.length;
-    for (const b of chunk) if (b === 10) lines += 1;
+    // Newlines found by indexOf (native), not a JS loop over 99 MB: the download time is the service's.
+    for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) lines += 1;
     if (++chunks % 64 === 0) downloadPeak = Math.max(downloadPeak, memoryOf(server.pid)?.rssMb ?? 0);
   }
   const downloadSeconds = (performance.now() - downloadStarted) / 1000;
