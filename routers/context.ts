@@ -18,8 +18,8 @@ export interface Services {
   payments: PaymentDeps;
   /** Counts what the idempotency protocol did, per operation (a Prometheus counter in server/). */
   countOutcome(operation: string, outcome: OutcomeKind): void;
-  /** Starts an accepted export's background work (server/export-jobs.ts); set once jobs run. */
-  exportQueue?: { enqueue(id: string): Promise<unknown> };
+  /** Starts a background effect's work on a row (server/background-effects.ts); set once jobs run. */
+  background?: { enqueue(effect: string, id: string): Promise<unknown> };
 }
 
 export interface Context {

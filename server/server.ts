@@ -29,8 +29,13 @@ import { resumablePayments } from '../payments/readings.js';
 import { createApp } from './app.js';
 import type { AppServices } from './app-services.js';
 import { every, PauseLog } from './background.js';
+import {
+  backgroundDeps,
+  startBackgroundEffects,
+  startExportPurge,
+  sweepBackground,
+} from './background-effects.js';
 import { createEngine } from './engine-from-config.js';
-import { startExportWork } from './export-jobs.js';
 import { PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, settingUpJobs, startJobs } from './jobs.js';
 import { Metrics } from './metrics.js';
 import { startNatsRelay } from './nats-relay.js';
@@ -209,10 +214,13 @@ async function startBackgroundWork(deps: {
         if (purged > 0) logger.info({ purged }, 'events past their retention purged');
       },
     );
+    // Background effects (exports) first: the recoverer adds their jobs.
+    const background = await startBackgroundEffects(jobs, backgroundDeps(config, db.sequelize), logger);
+    deps.services.background = background;
     await every(
       jobs,
       pauses,
-      'payment-recoverer',
+      'effect-recoverer',
       { intervalMs: config.RECOVERER_INTERVAL_MS, expireInMs: RECOVERER_EXPIRE_MS },
       async () => {
         try {
@@ -225,9 +233,12 @@ async function startBackgroundWork(deps: {
             if (n > 0) metrics.idempotency.inc({ operation: effect.name, outcome: 'lease_takeover' }, n);
             taken += n;
           }
+          // Every background effect's free rows (exports): a job each, continued from its checkpoint.
+          const continued = await sweepBackground(background, db.sequelize);
           metrics.recovererRuns.inc({ result: 'ok' });
           metrics.recovererTakeovers.inc(taken);
           if (taken > 0) logger.info({ taken }, 'expired effect leases taken over');
+          if (continued > 0) logger.info({ continued }, 'background work without a live worker continued');
         } catch (err) {
           metrics.recovererRuns.inc({ result: 'error' });
           throw err;
@@ -236,13 +247,7 @@ async function startBackgroundWork(deps: {
     );
     await startNatsRelay({ config, jobs, pauses, sequelize: db.sequelize, logger });
     await startWebhookDeliveries(jobs, pauses, { config, sequelize: db.sequelize, logger });
-    deps.services.exportQueue = await startExportWork({
-      jobs,
-      pauses,
-      config,
-      sequelize: db.sequelize,
-      logger,
-    });
+    await startExportPurge(jobs, pauses, config, db.sequelize, logger);
   } catch (err) {
     // Set-up failed half way: the job runner's pool and workers must not outlive the start.
     await jobs.stop(config.SHUTDOWN_TIMEOUT_MS).catch(() => {});

@@ -16,6 +16,7 @@ import type { IdempotentRequest } from '../../idempotency/engine.js';
 import type { Outcome, Reply } from '../../idempotency/outcome.js';
 import type { AuthedContext } from '../context.js';
 import { failureAsReply } from '../mutation-replies.js';
+import { exportEffect } from './export-run.js';
 import {
   type CreateExportInput,
   EXPORT_FORMATS,
@@ -126,7 +127,7 @@ async function insertExport(
 
 /**
  * POST /exports: the row and the key's record in one transaction, then the job that runs it (a
- * crash between the commit and the add is covered by the sweep, server/export-jobs.ts).
+ * crash between the commit and the add is covered by the recoverer's sweep, server/background-effects.ts).
  */
 export async function acceptExport(
   ctx: AuthedContext,
@@ -146,8 +147,8 @@ export async function acceptExport(
   );
   if (outcome.kind === 'executed') {
     const id = String((outcome.reply.body as ReturnType<typeof processing>).data.resourceId);
-    // Best effort: without it the sweep adds the job within a round.
-    await ctx.services.exportQueue?.enqueue(id).catch(() => {});
+    // Best effort: without it the recoverer's sweep adds the job within a round.
+    await ctx.services.background?.enqueue(exportEffect.name, id).catch(() => {});
   }
   return outcome;
 }

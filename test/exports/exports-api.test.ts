@@ -4,7 +4,7 @@ import { sqlRows } from '../../core/sql.js';
 import { renderEventData } from '../../events/render.js';
 import { fencedUpdate, takeRowLease } from '../../idempotency/row-lease.js';
 import { runExport } from '../../routers/exports/export-run.js';
-import { purgeExpiredExportParts } from '../../server/export-jobs.js';
+import { purgeExpiredExportParts } from '../../server/background-effects.js';
 import { http } from '../support/http.js';
 import { createOrder } from '../support/orders.js';
 import { sharedServer } from '../support/server.js';

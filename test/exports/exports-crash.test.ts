@@ -133,7 +133,7 @@ describe('exports: a 200,000-row export whose worker is SIGKILLed twice is conti
     process.kill(frozen.pid, 'SIGCONT');
     // Resumed, it reads its next batch and tries to write it under its old owner token: refused.
     const until = Date.now() + 60_000;
-    while (!frozen.output().includes('export taken over by another worker; stopped')) {
+    while (!frozen.output().includes('taken over by another worker; stopped')) {
       if (Date.now() > until)
         throw new Error(`the resumed worker did not stop as fenced:\n${frozen.output()}`);
       await new Promise((r) => setTimeout(r, 100));

@@ -4,7 +4,7 @@ import { QueryTypes } from 'sequelize';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
 import { type Instance, startInstances } from '../support/processes.js';
 
-const QUEUE = 'payment-recoverer-every-200ms';
+const QUEUE = 'effect-recoverer-every-200ms';
 
 interface Run {
   state: string;
@@ -18,7 +18,7 @@ async function recovererRuns(instance: Instance): Promise<number> {
   return Number(line?.split(' ')[1] ?? 0);
 }
 
-describe('recurring jobs over two real instances (the payment recoverer every 200 ms)', function () {
+describe('recurring jobs over two real instances (the effect recoverer every 200 ms)', function () {
   this.timeout(120000);
   let db: IsolatedDatabase;
   let instances: Instance[] = [];
@@ -35,7 +35,7 @@ describe('recurring jobs over two real instances (the payment recoverer every 20
     await db?.drop();
   });
 
-  it('when both instances run the recoverer, then every run is a job of the library, past the start-up runs never overlap, and one next run is pending', async () => {
+  it('when both instances run the recoverer, then every run is a job of the library, past the start-up runs never overlap, and the chain goes on (a run pending or running, never two pending)', async () => {
     const jobs = () =>
       db.sequelize.query<Run>(
         'SELECT state, started_on AS started, completed_on AS completed FROM pgboss.job WHERE name = $1 ORDER BY started_on',
@@ -57,6 +57,9 @@ describe('recurring jobs over two real instances (the payment recoverer every 20
         done[i - 1]?.completed?.getTime() ?? 0,
       );
     }
-    expect(all.filter((j) => j.state === 'created' || j.state === 'retry')).to.have.length(1);
+    // A run adds its successor just before it completes: while it runs, it is the chain's only job.
+    const pending = all.filter((j) => j.state === 'created' || j.state === 'retry');
+    expect(pending.length).to.be.at.most(1);
+    expect(pending.length + all.filter((j) => j.state === 'active').length).to.be.at.least(1);
   });
 });
