@@ -1,4 +1,4 @@
-import { QueryTypes } from 'sequelize';
+import { QueryTypes, type Sequelize } from 'sequelize';
 import type { AnyEffect, EffectDeps, EffectRow } from './effect.js';
 import { registeredEffects, stepBoundary } from './effect.js';
 import { rowOfRecord } from './effect-run.js';
@@ -121,4 +121,12 @@ export async function resumableReading(
     { type: QueryTypes.SELECT },
   );
   return { count: Number(row?.count ?? 0), oldestAgeSeconds: Math.max(0, row?.age ?? 0) };
+}
+
+/** Every registered effect's resumable reading, by its operation name (the metrics' gauges). */
+export async function resumableByEffect(sequelize: Sequelize): Promise<Map<string, ResumableReading>> {
+  const readings = new Map<string, ResumableReading>();
+  for (const effect of registeredEffects())
+    readings.set(effect.name, await resumableReading({ sequelize }, effect));
+  return readings;
 }

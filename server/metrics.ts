@@ -3,8 +3,12 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 /** What the protocol gauges read from the database at each scrape (shared by every instance). */
 export interface ProtocolReadings {
   oldestProcessingAgeSeconds(): Promise<number>;
-  resumablePayments(): Promise<{ count: number; oldestAgeSeconds: number }>;
+  /** Per registered effect (its operation name): resources resumable, and the oldest's age. */
+  resumable(): Promise<Map<string, { count: number; oldestAgeSeconds: number }>>;
 }
+
+/** The payments' operation name: `payments_resumable` is its entry of the per-effect gauges. */
+const PAYMENTS = 'payments.create';
 
 /** Prometheus metrics of one instance (a registry of its own, so tests can run several apps). */
 export class Metrics {
@@ -51,8 +55,8 @@ export class Metrics {
 
   /**
    * The gauges an operator watches for the protocol, read at scrape time (the database is the one
-   * truth across instances): age of the oldest PROCESSING record, resumable payments waiting for
-   * their client and the age of the oldest. Takeovers and replays are counters above
+   * truth across instances): age of the oldest PROCESSING record, each effect's resumable resources
+   * waiting for their client and the age of the oldest (payments also under their older names). Takeovers and replays are counters above
    * (idempotency_outcomes_total by outcome, payment_recoverer_takeovers_total).
    */
   watchProtocol(readings: ProtocolReadings): void {
@@ -68,37 +72,54 @@ export class Metrics {
         );
       },
     });
-    let resumable: Promise<{ count: number; oldestAgeSeconds: number }> | undefined;
-    // One query per scrape for both resumable gauges.
+    type Resumable = Map<string, { count: number; oldestAgeSeconds: number }>;
+    let resumable: Promise<Resumable> | undefined;
+    // One reading per scrape for all the resumable gauges.
     const readResumable = () => {
-      resumable ??= readings.resumablePayments().finally(() => {
+      resumable ??= readings.resumable().finally(() => {
         setImmediate(() => {
           resumable = undefined;
         });
       });
       return resumable;
     };
-    new Gauge({
-      name: 'payments_resumable',
-      help: 'Payments whose last attempt certainly charged nothing, waiting for their client to ask again',
-      registers: [this.registry],
-      async collect() {
-        await readResumable().then(
-          (r) => this.set(r.count),
-          () => {},
-        );
+    // A scrape while the database is away keeps the last values (the scrape itself must answer).
+    const gauge = (name: string, help: string, set: (g: Gauge<'effect'>, r: Resumable) => void) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: name.startsWith('effects_') ? ['effect'] : [],
+        registers: [this.registry],
+        async collect() {
+          await readResumable().then(
+            (r) => set(this, r),
+            () => {},
+          );
+        },
+      });
+    gauge(
+      'effects_resumable',
+      'Resources of each effect whose last attempt certainly did nothing downstream, waiting for their client',
+      (g, r) => {
+        for (const [effect, v] of r) g.set({ effect }, v.count);
       },
-    });
-    new Gauge({
-      name: 'payments_resumable_oldest_age_seconds',
-      help: 'Seconds since the oldest resumable payment became resumable (0 when none)',
-      registers: [this.registry],
-      async collect() {
-        await readResumable().then(
-          (r) => this.set(r.oldestAgeSeconds),
-          () => {},
-        );
+    );
+    gauge(
+      'effects_resumable_oldest_age_seconds',
+      'Seconds since the oldest resumable resource of each effect became resumable (0 when none)',
+      (g, r) => {
+        for (const [effect, v] of r) g.set({ effect }, v.oldestAgeSeconds);
       },
-    });
+    );
+    gauge(
+      'payments_resumable',
+      'Payments whose last attempt certainly charged nothing, waiting for their client to ask again',
+      (g, r) => g.set(r.get(PAYMENTS)?.count ?? 0),
+    );
+    gauge(
+      'payments_resumable_oldest_age_seconds',
+      'Seconds since the oldest resumable payment became resumable (0 when none)',
+      (g, r) => g.set(r.get(PAYMENTS)?.oldestAgeSeconds ?? 0),
+    );
   }
 }

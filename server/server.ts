@@ -17,7 +17,7 @@ import { closeSubscriptions } from '../events/feed-waker.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
 import { registeredEffects } from '../idempotency/effect.js';
-import { sweepExpired } from '../idempotency/effect-recover.js';
+import { resumableByEffect, sweepExpired } from '../idempotency/effect-recover.js';
 import { Placeholder } from '../idempotency/placeholder.js';
 import { purgeExpired } from '../idempotency/purge-expired.js';
 import { oldestProcessingAgeSeconds } from '../idempotency/readings.js';
@@ -25,7 +25,6 @@ import { IdBlocks } from '../models/id-blocks.js';
 import { initModels } from '../models/index.js';
 import { migrate } from '../models/migrate.js';
 import type { PaymentDeps } from '../payments/payment-deps.js';
-import { resumablePayments } from '../payments/readings.js';
 import { createApp } from './app.js';
 import type { AppServices } from './app-services.js';
 import { every, PauseLog } from './background.js';
@@ -94,7 +93,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
   const metrics = new Metrics();
   metrics.watchProtocol({
     oldestProcessingAgeSeconds: () => oldestProcessingAgeSeconds(db.sequelize),
-    resumablePayments: () => resumablePayments(db.sequelize),
+    resumable: () => resumableByEffect(db.sequelize),
   });
   const idempotency = createEngine(db.sequelize, config, placeholder, logger);
   // No PAYMENT_GATEWAY_URL: the bundled simulator, in this process, on a loopback port of its own.

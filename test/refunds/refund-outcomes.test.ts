@@ -162,6 +162,12 @@ describe('refunds: every outcome of POST /payments/{id}/refunds (real instance, 
     while ((await recovererRuns()) < runs + 3) await sleep(100);
     expect(await ledgerRefunds(row.refundNo)).to.deep.equal([]);
     expect((await rowOf(row.id)).resumable).to.equal(true);
+    // The operator sees it: every effect's resumable resources are a gauge of their own.
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    const gauge = (name: string) =>
+      Number(new RegExp(`^${name}\\{effect="refunds.create"\\} (\\S+)$`, 'm').exec(metrics)?.[1]);
+    expect(gauge('effects_resumable')).to.be.at.least(1);
+    expect(gauge('effects_resumable_oldest_age_seconds')).to.be.at.least(0);
 
     const retry = await refund(base, auth, payment.id, key, { amount: '20' });
     expect(retry.status, retry.text).to.equal(201);
