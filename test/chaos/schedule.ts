@@ -112,11 +112,24 @@ export const FAILPOINT_FAULTS: readonly FailpointFault[] = [
     minHoldMs: 2000,
   },
   // Refunds' step boundaries (payments/refund-effect.ts): they fire when a client's refund (the
-  // driver makes them among its requests) reaches the step while the window is open.
-  { spec: 'refund.tx1.before-commit=sigstop@1;refund.tx1.after-commit=sigkill@1' },
-  { spec: 'refund.perform.before=throw@1;refund.perform.after=sigkill@1;refund.tx2.before=drop@1' },
+  // driver makes them among its requests) reaches the step while the window is open. A window holds
+  // no failpoint after one that kills or freezes the process on the same path (it would never fire).
+  { spec: 'refund.tx1.before-commit=sigstop@1' },
+  { spec: 'refund.tx1.after-commit=sigkill@1' },
+  { spec: 'refund.perform.before=throw@1;refund.tx2.before=drop@1' },
+  { spec: 'refund.perform.after=sigkill@1' },
+  { spec: 'refund.tx2.before=sigkill@1' },
+  { spec: 'refund.tx2.after=sigkill@1' },
+  // As for payments: the target's refund dies after Tx 1, the other recoverers stall on a takeover,
+  // so the killed refund's own retry takes it over, and fails there.
   {
-    spec: 'refund.tx2.after=sigkill@1;refund.takeover=throw@1',
+    spec: 'refund.tx1.after-commit=sigkill@1',
+    others: `recoverer.takeover=stall(${5 * LEASE_MS});refund.takeover=throw@1`,
+    minHoldMs: 5 * LEASE_MS,
+  },
+  // Refunds answered 503 (gateway 5xx) are resumable; their retries resume them and die there.
+  {
+    spec: 'refund.resume=sigkill@1',
     others: 'refund.resume=throw%0.5',
     gateway: { errorRate: 0.5 },
     minHoldMs: 2000,
