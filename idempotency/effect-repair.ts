@@ -5,20 +5,9 @@
 // idempotent compensation, never under a live lease.
 import { QueryTypes } from 'sequelize';
 import type { EffectDeps, EffectRow } from './effect.js';
-import type { Found, Reconciler, Words } from './effect-reconcile.js';
+import type { Found, Reconciler, RepairResult, Words } from './effect-reconciler.js';
 import { openRecords, settleByQuery } from './effect-recover.js';
 
-/** reported: left as found; repaired: fixed now; in-flight: a live executor owns it (transient);
- * failed: a repair was attempted and did not complete (the next run tries again); waiting: a
- * resumable row younger than the operator's limit, waiting for its client (not a fault yet). */
-export type RepairOutcome = 'reported' | 'repaired' | 'in-flight' | 'failed' | 'waiting';
-
-export interface RepairResult {
-  outcome: RepairOutcome;
-  note: string;
-}
-
-export const REPORTED: RepairResult = { outcome: 'reported', note: 'never repaired automatically' };
 const LIVE: RepairResult = {
   outcome: 'in-flight',
   note: 'in-flight, skipped: an executor holds a live lease',

@@ -8,7 +8,7 @@
 import { canonicalAmount } from '../core/money.js';
 import { ledgerIfOffered } from '../gateway/client.js';
 import type { LedgerRefund } from '../gateway/types.js';
-import { defineReconciler, inScope, type Mismatch } from '../idempotency/effect-reconcile.js';
+import { defineReconciler, inScope, type Mismatch } from '../idempotency/effect-reconciler.js';
 import { Payment } from '../models/payment.js';
 import { Refund } from '../models/refund.js';
 import { refundEffect } from './refund-effect.js';

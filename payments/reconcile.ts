@@ -8,19 +8,19 @@
 import type { Logger } from 'pino';
 import { canonicalAmount } from '../core/money.js';
 import { ledgerIfOffered } from '../gateway/client.js';
+import { reconcileEffect } from '../idempotency/effect-reconcile.js';
 import {
   defineReconciler,
   inScope,
   type Mismatch,
   type ReconcileOptions,
-  reconcileEffect,
-} from '../idempotency/effect-reconcile.js';
+} from '../idempotency/effect-reconciler.js';
 import { Payment } from '../models/payment.js';
 import type { PaymentDeps } from './payment-deps.js';
 import { paymentEffect } from './payment-effect.js';
 import { refundReconciler } from './reconcile-refunds.js';
 
-export { exitCodeFor } from '../idempotency/effect-reconcile.js';
+export { exitCodeFor } from '../idempotency/effect-reconciler.js';
 export type ReconcileDeps = PaymentDeps & { logger?: Logger };
 export type ReconcileReport = Awaited<ReturnType<typeof reconcile>>;
 
