@@ -38,6 +38,19 @@ export class GatewayError extends Error {
   }
 }
 
+/**
+ * The gateway's ledger, or undefined when it answered that it offers none (4xx). No answer at all
+ * (refused, time-out) throws: nothing could be verified.
+ */
+export async function ledgerIfOffered(gateway: Pick<GatewayClient, 'ledger'>): Promise<Ledger | undefined> {
+  try {
+    return await gateway.ledger();
+  } catch (err) {
+    if (err instanceof GatewayError && err.status !== undefined && err.status < 500) return undefined;
+    throw err;
+  }
+}
+
 /** An effect's POST (a charge, a business refund), classified once for all of them. */
 type Attempt<T> =
   | { kind: 'answered'; record: T }
