@@ -1,14 +1,15 @@
 // Regression test of issue 10, defect 9 (the recoverer part): one payment that fails inside the
 // recoverer's round (its row gone, the database busy, a gateway error) must not stop the others.
-// Before the fix, the first failing payment's error left recoverExpiredPayments, and every payment
+// Before the fix, the first failing payment's error left the recoverer's sweep (then recoverExpiredPayments), and every payment
 // after it in the batch stayed PROCESSING until that one stopped failing (for ever, for a missing row).
 import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { createGatewayClient } from '../../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../../gateway/simulator.js';
 import type { GatewayClient } from '../../gateway/types.js';
+import { sweepExpired } from '../../idempotency/effect-recover.js';
 import type { PaymentDeps } from '../../payments/payment-deps.js';
-import { PAYMENT_OPERATION, recoverExpiredPayments } from '../../payments/recoverer.js';
+import { PAYMENT_OPERATION, paymentEffect } from '../../payments/payment-effect.js';
 import { paymentRow, processingRecord } from '../gateway/reconcile-fixtures.js';
 import { sharedServer } from '../support/server.js';
 import { uniqueTenant } from '../support/tokens.js';
@@ -49,7 +50,7 @@ describe('payments: the recoverer goes on past a payment that fails', () => {
     );
 
     const errors: string[] = [];
-    const taken = await recoverExpiredPayments(deps, 1000, (scopeKey) => errors.push(scopeKey));
+    const taken = await sweepExpired(paymentEffect, deps, 1000, (scopeKey) => errors.push(scopeKey));
 
     expect(errors).to.include(broken.scopeKey);
     expect(errors).to.not.include(healthy.scopeKey);
