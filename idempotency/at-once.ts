@@ -1,5 +1,5 @@
 import type { Sequelize } from 'sequelize';
-import { isDatabaseUnavailable } from '../core/db-errors.js';
+import { isDatabaseUnavailable, isLockNotAvailable } from '../core/db-errors.js';
 import { sqlRows } from '../core/sql.js';
 import type { UserCheck } from '../models/user.js';
 import type { Cap } from './caps.js';
@@ -78,6 +78,12 @@ export async function executeAtOnce(
 
 /** The HINT idem_claim sets on its wait for the key's advisory lock (migration 20261126000001). */
 export const CLAIM_BUSY_HINT = 'idem_claim: key busy';
+
+/** The claim's wait for the key's lock ended by lock_timeout: the key's request is in flight. */
+export function isClaimBusy(err: unknown): boolean {
+  const e = err as { hint?: unknown } | null;
+  return isLockNotAvailable(err) && e?.hint === CLAIM_BUSY_HINT;
+}
 
 /**
  * A database error of a claim's round trip (idem_execute's, or claimLocal's claim and business

@@ -1,5 +1,6 @@
-import { isLockNotAvailable, uniqueViolation } from '../core/db-errors.js';
+import { uniqueViolation } from '../core/db-errors.js';
 import type { DomainError } from '../core/errors.js';
+import { isClaimBusy } from './at-once.js';
 import type { Cap } from './caps.js';
 import type { AnyEffect, EffectDeps, EffectRow } from './effect.js';
 import { stepBoundary } from './effect.js';
@@ -58,10 +59,11 @@ export async function claimEffect<Row extends EffectRow, In>(
       let claimed: Awaited<ReturnType<typeof leases.claim>>;
       try {
         // The effect's lookup rides with the claim: one round trip for both.
-        claimed = await leases.claim(t, req, effect.lookup?.(request));
+        claimed = await leases.claim(t, req, effect.lookup?.(request, req.scopeKey));
       } catch (err) {
-        // lock_timeout on our own key's uncommitted record: its request is in flight (202).
-        if (isLockNotAvailable(err)) return { rollback: { kind: 'key_in_flight' } };
+        // lock_timeout on our own key's uncommitted record: its request is in flight (202). Only the
+        // claim's own wait says so (the lookup's, on a business row, is the request's error: 503).
+        if (isClaimBusy(err)) return { rollback: { kind: 'key_in_flight' } };
         throw err;
       }
       if (!('lease' in claimed)) {

@@ -63,8 +63,13 @@ export interface Effect<D extends EffectDeps, In, Row extends EffectRow, R> {
   downstream: string;
   /** The failpoint of each step boundary; a step without one is not a failpoint of this effect. */
   failpoints: Partial<Record<Step, FailpointName>>;
-  /** A read-only statement (text, escaped literals) that rides in Tx 1's claim round trip. */
-  lookup?(request: In): string;
+  /**
+   * A statement (text, escaped literals) that rides in Tx 1's claim round trip, after the claim,
+   * whatever its outcome: read-only, or writing (locking) only under this key's claim (`scopeKey`,
+   * idempotency/caps.ts claimedGuard). A lock wait it ends by lock_timeout is the request's error
+   * (503), not the key's claim in flight (202).
+   */
+  lookup?(request: In, scopeKey: string): string;
   /** Tx 1, after our claim: the business checks on `found` (the lookup's rows); may lock or read more. */
   prepare(t: Transaction, found: unknown[], request: In): Promise<Prepared<Row>> | Prepared<Row>;
   /** The resource row as it stands (inside `t` when given). */

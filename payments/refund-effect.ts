@@ -5,7 +5,14 @@ import { Payment } from '../models/payment.js';
 import { Refund } from '../models/refund.js';
 import type { PaymentDeps } from './payment-deps.js';
 import { finaliseRefund } from './refund-finalise.js';
-import { type ChargeOfRefund, chargeOfRefund, prepareRefund, type RefundRequest } from './refund-prepare.js';
+import {
+  type ChargeOfRefund,
+  chargeOfRefund,
+  prepareRefund,
+  type RefundLookupRow,
+  type RefundRequest,
+  refundLookupStatement,
+} from './refund-prepare.js';
 import { refundReply } from './refund-reply.js';
 
 export const REFUND_OPERATION = 'refunds.create';
@@ -14,7 +21,8 @@ export const REFUND_OPERATION = 'refunds.create';
  * POST /payments/{id}/refunds as an effect (CONTRACT section 10): the row is the refund, its
  * downstream key the refundNo, the downstream call the gateway's business refund, its finalise one
  * fenced statement that also grows the payment's amount_refunded. No business key: each
- * Idempotency-Key is its own refund, so there is no lookup and no 'existing'.
+ * Idempotency-Key is its own refund, so there is no 'existing'; its lookup (the payment, locked, and
+ * the sum of its refunds) rides in the claim's round trip and locks only under this key's claim.
  */
 export const refundEffect = defineEffect<PaymentDeps, RefundRequest, Refund, BusinessRefund>({
   name: REFUND_OPERATION,
@@ -31,20 +39,14 @@ export const refundEffect = defineEffect<PaymentDeps, RefundRequest, Refund, Bus
     resume: 'refund.resume',
     'recoverer.takeover': 'recoverer.takeover',
   },
-  prepare: (t, _found, request) => prepareRefund(sequelizeOf(), t, request),
+  lookup: (request, scopeKey) => refundLookupStatement(scopeKey, request),
+  prepare: (_t, found, request) => prepareRefund(found[0] as RefundLookupRow | undefined, request),
   read: async (id, t) => (await Refund.findByPk(id, { transaction: t })) ?? undefined,
   perform: (deps, refund, signal) => refundAtGateway(deps, refund, signal),
   query: (deps, refund) => queryRefund(deps, refund),
   finalise: finaliseRefund,
   answer: refundReply,
 });
-
-/** The models' Sequelize instance (prepare runs inside Tx 1, on its connection). */
-function sequelizeOf() {
-  const { sequelize } = Refund;
-  if (!sequelize) throw new Error('models are not initialised');
-  return sequelize;
-}
 
 /** The charge a refund undoes part of: known from Tx 1, else read from its payment (after a takeover). */
 async function chargeOf(refund: Refund): Promise<ChargeOfRefund> {

@@ -8,11 +8,12 @@ import { refundReply } from './refund-reply.js';
 
 /**
  * Tx 2 of a refund, fenced on the lease's owner token: one statement (atomic by itself, one round
- * trip). The record's conditional update (idempotency/lease.ts finishParts) decides; only if it
- * happened does the refund become final and, when the gateway refunded, the payment's
- * amount_refunded grow by the refund's amount (CONTRACT section 10: "in the same transaction"). The
- * refund's update also requires it to be PROCESSING, and the payment's follows from the refund's
- * (`FROM r`), so no path can add one refund's amount twice. Fenced off: nothing is written.
+ * trip), `idem_finish_refund` (migration 20261127000801). The record's conditional update (as
+ * idempotency/lease.ts finishParts) decides; only if it happened does the refund become final and,
+ * when the gateway refunded, the payment's amount_refunded grow by the refund's amount (CONTRACT
+ * section 10: "in the same transaction"). The refund's update also requires it to be PROCESSING, and
+ * the payment's follows from the refund's, so no path can add one refund's amount twice. Fenced off:
+ * nothing is written.
  */
 export async function finaliseRefund(
   deps: PaymentDeps,
@@ -33,17 +34,11 @@ export async function finaliseRefund(
     { raw: true },
   );
   const reply = refundReply(refund);
+  // The record's binds ($1..$5: scope key, owner, status, HTTP status, sealed reply) as finishParts makes them.
   const record = deps.engine.leases.finishParts(lease, 'SUCCEEDED', reply);
   const rows = await sqlRows<{ n: number }>(
     deps.sequelize,
-    `WITH ${record.ctes},
-     r AS (UPDATE refunds SET status = $6, failure_reason = $7, gateway_refund_id = $8, resumable_since = NULL,
-                  updated_at = $9
-           WHERE id = $10 AND status = 'PROCESSING' AND EXISTS (SELECT 1 FROM done)
-           RETURNING payment_id, amount),
-     p AS (UPDATE payments SET amount_refunded = payments.amount_refunded + r.amount, updated_at = $9
-           FROM r WHERE payments.id = r.payment_id AND $11::boolean RETURNING 1)
-     ${record.select}`,
+    'SELECT idem_finish_refund($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS n',
     [
       ...record.bind,
       refund.status,
