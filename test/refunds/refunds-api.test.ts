@@ -115,6 +115,11 @@ describe('refunds: the API (in-process gateway simulator)', function () {
     const payment = await paidPayment(undefined, auth, '10.00');
     const none = await refund(undefined, auth, 'pay_nonexistent', idempotencyKey(), { amount: 1 });
     expect([none.status, none.body.code]).to.deep.equal([404, 404]);
+    // An id with a NUL or a quote travels as an escaped literal in the claim's round trip: no such payment.
+    for (const id of ['pay\u0000x', "pay'x"]) {
+      const odd = await refund(undefined, auth, id, idempotencyKey(), { amount: 1 });
+      expect([odd.status, odd.body.code], odd.text).to.deep.equal([404, 404]);
+    }
     const otherTenant = await refund(
       undefined,
       bearer(uniqueTenant('rf'), owner, 'admin'),
