@@ -18,16 +18,22 @@ export interface Instance {
 
 const live = new Set<Instance>();
 
-/** Starts one real service process (`node --import tsx server/main.ts`) on the test database. */
-export async function startInstance(env: Record<string, string> = {}): Promise<Instance> {
-  return untilReady(await spawnInstance(env));
+/**
+ * Starts one real service process (`node --import tsx server/main.ts`) on the test database; `argv`
+ * replaces what follows `node` (a test measuring the process as `npm start` runs it: dist/).
+ */
+export async function startInstance(env: Record<string, string> = {}, argv?: string[]): Promise<Instance> {
+  return untilReady(await spawnInstance(env, argv));
 }
 
 /** Starts the process without waiting for it to be ready (a test that must act during start-up). */
-export async function spawnInstance(env: Record<string, string> = {}): Promise<Instance> {
+export async function spawnInstance(
+  env: Record<string, string> = {},
+  argv = ['--import', 'tsx', 'server/main.ts'],
+): Promise<Instance> {
   // A given PORT restarts an instance where it was (behind a balancer that knows that address).
   const port = env.PORT ? Number(env.PORT) : await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+  const child = spawn(process.execPath, argv, {
     env: {
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '/tmp',
