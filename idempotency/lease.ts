@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { QueryTypes, type Sequelize, type Transaction } from 'sequelize';
-import { sqlLiteral } from '../core/sql.js';
+import { sqlLiteral, sqlRows } from '../core/sql.js';
 import { type Cap, runClaim, takeSlot } from './caps.js';
 import type { FoldedTransaction } from './folded-transaction.js';
 import type { Reply } from './outcome.js';
@@ -137,6 +137,20 @@ export class LeaseStore {
         sealReply(this.cipher, lease.scopeKey, reply),
       ],
     };
+  }
+
+  /**
+   * An effect's Tx 2 as one statement, without a transaction (one statement is atomic, one round
+   * trip): the SQL function `fn` takes the record's binds as finishParts makes them ($1..$5: scope
+   * key, owner, status, HTTP status, sealed reply), then `args`, finishes the record with the reply
+   * and writes the effect's rows only if that happened (it returns 1; 0: fenced off, nothing written).
+   */
+  async finishWith(lease: Lease, reply: Reply, fn: string, args: readonly unknown[]): Promise<boolean> {
+    if (!/^[a-z_][a-z0-9_]*$/.test(fn)) throw new Error(`finishWith: not a function name: ${fn}`);
+    const bind = [...this.finishParts(lease, 'SUCCEEDED', reply).bind, ...args];
+    const params = bind.map((_, i) => `$${i + 1}`).join(', ');
+    const rows = await sqlRows<{ n: number }>(this.sequelize, `SELECT ${fn}(${params}) AS n`, bind);
+    return Number(rows[0]?.n) === 1;
   }
 
   /**

@@ -1,8 +1,8 @@
-import { GatewayError } from '../gateway/client.js';
-import type { BusinessRefund, RefundOutcome, RefundQueryOutcome } from '../gateway/types.js';
-import { type Downstream, defineEffect } from '../idempotency/effect.js';
+import type { BusinessRefund } from '../gateway/types.js';
+import { defineEffect } from '../idempotency/effect.js';
 import { Payment } from '../models/payment.js';
 import { Refund } from '../models/refund.js';
+import { gatewayCall } from './gateway-call.js';
 import type { PaymentDeps } from './payment-deps.js';
 import { finaliseRefund } from './refund-finalise.js';
 import {
@@ -42,8 +42,14 @@ export const refundEffect = defineEffect<PaymentDeps, RefundRequest, Refund, Bus
   lookup: (request, scopeKey) => refundLookupStatement(scopeKey, request),
   prepare: (_t, found, request) => prepareRefund(found[0] as RefundLookupRow | undefined, request),
   read: async (id, t) => (await Refund.findByPk(id, { transaction: t })) ?? undefined,
-  perform: (deps, refund, signal) => refundAtGateway(deps, refund, signal),
-  query: (deps, refund) => queryRefund(deps, refund),
+  // The refund with `Idempotency-Key: refundNo`: every attempt of one refund is the same refund.
+  perform: async (deps, refund, signal) => {
+    const { paymentNo, chargeId } = await chargeOf(refund);
+    const { refundNo, amount, currency } = refund;
+    const request = { refundNo, paymentNo, chargeId, amount: String(amount), currency };
+    return gatewayCall(deps, 'refund', () => deps.gateway.refund(request, signal));
+  },
+  query: (deps, { refundNo }) => gatewayCall(deps, 'refund-query', () => deps.gateway.queryRefund(refundNo)),
   finalise: finaliseRefund,
   answer: refundReply,
 });
@@ -59,54 +65,4 @@ async function chargeOf(refund: Refund): Promise<ChargeOfRefund> {
     chargeOfRefund.set(refund, charge);
   }
   return charge;
-}
-
-/**
- * The gateway call with `Idempotency-Key: refundNo`: every attempt of one refund is the same refund
- * to the gateway. A 4xx means the gateway refused the request and refunded nothing: resumable, as
- * after a 5xx (as payments do).
- */
-async function refundAtGateway(
-  deps: PaymentDeps,
-  refund: Refund,
-  signal: AbortSignal,
-): Promise<Downstream<BusinessRefund>> {
-  const { paymentNo, chargeId } = await chargeOf(refund);
-  let outcome: RefundOutcome;
-  try {
-    outcome = await deps.gateway.refund(
-      {
-        refundNo: refund.refundNo,
-        paymentNo,
-        chargeId,
-        amount: String(refund.amount),
-        currency: refund.currency,
-      },
-      signal,
-    );
-  } catch (err) {
-    if (!(err instanceof GatewayError)) throw err;
-    outcome = { kind: 'not-refunded', reason: 'rejected' };
-  }
-  deps.onGateway?.('refund', outcome.kind);
-  if (outcome.kind === 'refunded' || outcome.kind === 'declined')
-    return { kind: 'done', result: outcome.refund };
-  return outcome.kind === 'not-refunded' ? { kind: 'not_done' } : { kind: 'unknown' };
-}
-
-/** Asks the gateway what became of the refund (GET /refunds/{refundNo}). */
-export async function queryRefund(
-  deps: Pick<PaymentDeps, 'gateway' | 'onGateway'>,
-  refund: Refund,
-): Promise<Downstream<BusinessRefund>> {
-  // A 4xx to a query settles nothing: treated as a query that could not be answered.
-  const outcome = await deps.gateway
-    .queryRefund(refund.refundNo)
-    .catch((err: unknown): RefundQueryOutcome => {
-      if (err instanceof GatewayError) return { kind: 'unavailable' };
-      throw err;
-    });
-  deps.onGateway?.('refund-query', outcome.kind);
-  if (outcome.kind === 'found') return { kind: 'done', result: outcome.refund };
-  return outcome.kind === 'none' ? { kind: 'not_done' } : { kind: 'unknown' };
 }
