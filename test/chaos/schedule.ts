@@ -128,11 +128,13 @@ export const FAILPOINT_FAULTS: readonly FailpointFault[] = [
     minHoldMs: 5 * LEASE_MS,
   },
   // Refunds answered 503 (gateway 5xx) are resumable; their retries resume them and die there.
+  // Held longer than the payments' window: refunds are fewer (a client's roll, and only of a
+  // SUCCEEDED payment), and in 2 s windows no retry of a 503 refund had come back yet.
   {
     spec: 'refund.resume=sigkill@1',
     others: 'refund.resume=throw%0.5',
     gateway: { errorRate: 0.5 },
-    minHoldMs: 2000,
+    minHoldMs: 6000,
   },
   { spec: 'purge.batch=sigkill@1', minHoldMs: PURGE_INTERVAL_MS + 700 },
   { spec: 'purge.batch=drop@1', minHoldMs: PURGE_INTERVAL_MS + 700 },
