@@ -66,6 +66,8 @@ export class BenchRun implements Options {
   /** The same peer checking the token's role only (PEER_USER_CHECK=token), reported beside it. */
   peerToken?: Child;
   serverChild: Child | undefined;
+  /** Starts one more instance of the service as `server` was started (same database and settings). */
+  launchService!: (name: string) => Promise<Child>;
   postmasterPid: number | undefined;
   /** Records written by fill() so far (their ids continue from here). */
   fillSeq = 0;

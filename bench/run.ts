@@ -33,6 +33,7 @@ import { report } from './report-file.js';
 import { exportScenario, refundsScenario } from './scenarios/effects.js';
 import { eventsScenario } from './scenarios/events.js';
 import { growthScenario } from './scenarios/growth.js';
+import { keyedPathsScenario } from './scenarios/keyed-paths.js';
 import { outboxScenario } from './scenarios/outbox.js';
 import { eventsPurgeScenario, purgeScenario } from './scenarios/purge.js';
 import { roundTrips } from './scenarios/round-trips.js';
@@ -107,30 +108,39 @@ async function main(run: BenchRun): Promise<void> {
   const start = startCommand();
   const probe = buildForBench();
   log(`service: node ${start.flags.join(' ')} ${start.entry} (as npm start), probe ${probe}`);
-  const serverStart = startNode({
-    name: 'service',
-    args: [...start.flags, '--import', probe, start.entry],
-    env: {
-      ...SECRETS,
-      NODE_ENV: 'test',
-      LOG_LEVEL: 'warn',
-      DATABASE_URL: db.url,
-      PAYMENT_GATEWAY_URL: gateway.url,
-      HOST: '127.0.0.1',
-      PORT: String(serverPort),
-      IDEMPOTENCY_WAIT_MS: String(WAIT_MS),
-      IDEMPOTENCY_MAX_RETAINED: String(MAX_RETAINED),
-      IDEMPOTENCY_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
-      // The benchmark runs the purge itself (purge scenario); the service's own job stays idle.
-      PURGE_INTERVAL_MS: String(86_400_000),
-      // The slow-write storm sets a failpoint over PUT /__failpoints for its own duration only.
-      FAILPOINTS_CONTROL: '1',
-      ...SERVER_ENV,
-    },
-    port: serverPort,
-    readyPath: '/readyz',
-    ipc: true,
-  });
+  // The service as `npm start` runs it; a scenario may start more instances of it (keyed-paths).
+  const launchService = (name: string, port: number) =>
+    startNode({
+      name,
+      args: [...start.flags, '--import', probe, start.entry],
+      env: {
+        ...SECRETS,
+        NODE_ENV: 'test',
+        LOG_LEVEL: 'warn',
+        DATABASE_URL: db.url,
+        PAYMENT_GATEWAY_URL: gateway.url,
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        IDEMPOTENCY_WAIT_MS: String(WAIT_MS),
+        IDEMPOTENCY_MAX_RETAINED: String(MAX_RETAINED),
+        IDEMPOTENCY_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
+        // The benchmark runs the purge itself (purge scenario); the service's own job stays idle.
+        PURGE_INTERVAL_MS: String(86_400_000),
+        // The slow-write storm sets a failpoint over PUT /__failpoints for its own duration only.
+        FAILPOINTS_CONTROL: '1',
+        ...SERVER_ENV,
+      },
+      port,
+      readyPath: '/readyz',
+      ipc: true,
+    });
+  run.launchService = async (name) => {
+    const child = await launchService(name, await freePort());
+    run.pids.add(child.pid);
+    run.onCleanup(() => child.stop());
+    return child;
+  };
+  const serverStart = launchService('service', serverPort);
   const bareStart = enabled('bare')
     ? startNode({
         name: 'bare-express',
@@ -238,6 +248,7 @@ async function main(run: BenchRun): Promise<void> {
   mark('throughput');
   results.tableStatsAfterThroughput = await tableStats(sql);
   // Effects and events (issues 27 and 28): each an interleaved comparison or a latency of its own.
+  if (enabled('keyed-paths')) await keyedPathsScenario(run);
   if (enabled('refunds')) await refundsScenario(run);
   if (enabled('outbox')) await outboxScenario(run);
   if (enabled('events')) await eventsScenario(run);

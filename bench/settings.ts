@@ -34,6 +34,7 @@ export const SCENARIOS = [
   'trpc',
   'storm',
   'payments',
+  'keyed-paths',
   'roundtrips',
   'pgbench',
   'growth',

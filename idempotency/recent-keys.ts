@@ -6,10 +6,13 @@
  * included, before it knows). A stale or evicted entry only changes which path answers, not the
  * answer. Bounded: the oldest entries go first, past `max`.
  */
+/** How many keys a process remembers (each a scope key, under 200 bytes). */
+export const RECENT_KEYS_MAX = 10_000;
+
 export class RecentKeys {
   private readonly keys = new Set<string>();
 
-  constructor(private readonly max = 10_000) {}
+  constructor(private readonly max = RECENT_KEYS_MAX) {}
 
   add(scopeKey: string): void {
     if (this.keys.has(scopeKey)) return;
