@@ -25,6 +25,9 @@ const UNAVAILABLE_ERROR_NAMES = new Set([
 // statement_timeout (57014), a read-only server (25006: a replica after a failover).
 const UNAVAILABLE_PG_CODE = /^(08...|57P0[123]|53300|25P03|57014|25006)$/;
 // EPIPE: a write on a Unix socket the server has closed (over TCP the same drop reads ECONNRESET).
+// These are the driver's and Node's own messages, which are never translated; the server's own
+// (localised by lc_messages) are decided by their SQLSTATE above, "terminating connection" (57P01-3)
+// only being matched here too for a driver that surfaced it without its code.
 const DROPPED =
   /Connection terminated|connection is closed|not queryable|ECONNRESET|EPIPE|terminating connection/i;
 

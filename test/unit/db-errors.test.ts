@@ -27,6 +27,16 @@ const FAILOVER_ERRORS: Array<[string, Error]> = [
     wrapped(pgError('terminating connection because of crash of another server process', '57P02')),
   ],
   ['57P03 cannot connect now (starting up)', pgError('the database system is starting up', '57P03')],
+  // A server with lc_messages in another language (PostgreSQL 15's de catalogue): the SQLSTATE decides.
+  [
+    '57P01 admin shutdown, in German',
+    wrapped(pgError('Verbindung wird abgebrochen aufgrund von Anweisung des Administrators', '57P01')),
+  ],
+  ['57P03 starting up, in German', pgError('das Datenbanksystem startet', '57P03')],
+  [
+    '55P03 lock time-out, in German',
+    wrapped(pgError('storniere Anfrage wegen Zeitüberschreitung einer Sperre', '55P03')),
+  ],
   [
     '25006 read-only transaction (a replica behind the router)',
     wrapped(pgError('cannot execute INSERT in a read-only transaction', '25006')),
