@@ -1,3 +1,6 @@
+/** How many keys a process remembers (each a scope key, under 200 bytes). */
+export const RECENT_KEYS_MAX = 10_000;
+
 /**
  * Scope keys this process has lately seen a record of (it executed the request, or answered a
  * duplicate from the record): a hint, never a source of truth, for choosing the cheaper path of a
@@ -6,9 +9,6 @@
  * included, before it knows). A stale or evicted entry only changes which path answers, not the
  * answer. Bounded: the oldest entries go first, past `max`.
  */
-/** How many keys a process remembers (each a scope key, under 200 bytes). */
-export const RECENT_KEYS_MAX = 10_000;
-
 export class RecentKeys {
   private readonly keys = new Set<string>();
 
