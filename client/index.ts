@@ -24,6 +24,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createTRPCClient, httpLink, httpSubscriptionLink, splitLink, type TRPCLink } from '@trpc/client';
+import type { inferRouterInputs } from '@trpc/server';
 import { observable } from '@trpc/server/observable';
 import { EventSource } from 'eventsource';
 import createClient from 'openapi-fetch';
@@ -122,7 +123,13 @@ export function createServiceClient(options: ServiceClientOptions) {
 /** What `waitFor` waits for: a resource that a 202 answered for, by the path it is read at and its events. */
 export type WaitKind = 'payment' | 'refund' | 'export';
 
-const WAIT_KINDS: Record<WaitKind, { path: (id: string) => string; types: string[] }> = {
+/** The event types `events.onEvent` takes (its input's array form), read from the router's own input. */
+type EventType = Exclude<
+  NonNullable<NonNullable<Exclude<inferRouterInputs<AppRouter>['events']['onEvent'], void>>['types']>,
+  string
+>[number];
+
+const WAIT_KINDS: Record<WaitKind, { path: (id: string) => string; types: EventType[] }> = {
   payment: {
     path: (id) => `/api/v1/payments/${encodeURIComponent(id)}`,
     types: ['payment.succeeded', 'payment.failed'],
@@ -231,7 +238,7 @@ function waitForFinal<T extends { id: string; status: string }>(
     );
     timers.push(connectTimer);
     const subscription = deps.trpc.events.onEvent.subscribe(
-      { types: spec.types as never },
+      { types: spec.types },
       {
         onStarted: () => {
           clearTimeout(connectTimer);
