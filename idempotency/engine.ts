@@ -163,10 +163,8 @@ export class IdempotencyEngine {
     // made with its auth lookup). A finished record is answered at once (replay or 40901); a missing
     // one (the common case for a new key) goes on to the claim, which decides every race anyway.
     const existing = prefetched ? prefetched.record : await readRecord(this.sequelize, req.scopeKey);
-    if (existing) {
-      refuseIfDead(existing);
-      if (!existing.expired) return this.answerDuplicate(req, existing, signal);
-    }
+    const answered = await this.answerFromRecord(req, existing, signal);
+    if (answered) return answered;
 
     const deadline = Date.now() + this.settings.waitMs;
     await this.slotRows.ensure(req.userScope);
@@ -378,6 +376,20 @@ export class IdempotencyEngine {
   }
 
   /** Same scope seen again: compare fingerprints, then replay, or wait for the one in flight. */
+  /**
+   * What a key's record already answers, before any work is built: a replay, 40901, 202 (or 40905
+   * for a dead key, thrown). undefined without a record, or with an expired one still to be claimed.
+   */
+  async answerFromRecord(
+    req: IdempotentRequest,
+    record: StoredRecord | undefined,
+    signal?: Cancellation,
+  ): Promise<Outcome | undefined> {
+    if (!record) return undefined;
+    refuseIfDead(record);
+    return record.expired ? undefined : this.answerDuplicate(req, record, signal);
+  }
+
   async answerDuplicate(
     req: IdempotentRequest,
     found: StoredRecord,

@@ -30,7 +30,7 @@ export async function create<I extends z.ZodType, D extends { id: string }>(
   }
   const request = idempotentRequest(ctx, def, input, operation, key, def.success.location);
   let authed = ctx;
-  switch (chooseKeyedPath(ctx, request.scopeKey)) {
+  switch (chooseKeyedPath(ctx, request.scopeKey, def.readFirst?.(input) === true)) {
     case 'one-statement': {
       const done = await atOnce(ctx, def, input, request);
       if (done) return counted(ctx, operation, done);
@@ -43,12 +43,16 @@ export async function create<I extends z.ZodType, D extends { id: string }>(
     case 'general':
       break;
   }
-  // The key's record when authentication (or readFirst) read it for this very scope.
+  // The key's record when authentication (or readFirst) read it for this very scope: a replay, a
+  // 40901 or a 202 is answered from it before the statement is built (a password is not hashed).
   const mine = authed.prefetched?.scopeKey === request.scopeKey ? authed.prefetched : undefined;
+  const { idempotency } = authed.services;
+  const answered = mine && (await idempotency.answerFromRecord(request, mine.record, authed.signal));
+  if (answered) return counted(authed, operation, answered);
   const statement = await def.statement({ ctx: authed, input, allocated: mine?.allocated });
   const prefetched = mine ? { record: mine.record } : undefined;
   const work = statementWork(def, statement);
-  const outcome = await authed.services.idempotency.runLocal(request, work, authed.signal, prefetched);
+  const outcome = await idempotency.runLocal(request, work, authed.signal, prefetched);
   return counted(authed, operation, outcome);
 }
 

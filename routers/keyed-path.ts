@@ -17,6 +17,7 @@ export function chooseKeyedPath(
     services: { idempotency: Pick<IdempotencyEngine, 'recent' | 'atOnceSupported'> };
   },
   scopeKey: string,
+  slowStatement: boolean,
 ): KeyedPath {
   // Authentication already read the user row and the key's record, and took the new row's id, in
   // its one round trip (a token whose role the write cannot check, such as a user's token on an
@@ -29,6 +30,9 @@ export function chooseKeyedPath(
   // sealing the whole create the one statement would send). Also taken when the one statement
   // cannot run now (a Redis placeholder, or a failpoint between claim and commit armed).
   if (idempotency.recent.has(scopeKey) || !idempotency.atOnceSupported()) return 'replay-read-first';
+  // The statement has a slow step for this input (a password to hash, users.create): read first too,
+  // so that a replay, a 40901 or a refused user row never pays for it (a round trip against scrypt).
+  if (slowStatement) return 'replay-read-first';
   // Most likely a new key: the user row's rule, the record's read, the claim in its final state and
   // the business INSERT as one statement, 1 round trip in all (idempotency/engine.ts runAtOnce).
   // What it leaves undecided (a failed INSERT, an expired record, a lost claim) goes on as

@@ -99,6 +99,12 @@ export type Create<I extends z.ZodType, D extends { id: string }> = Definition<I
    * the auth read takes one (routers/auth/who.ts readUser), so the answer is sealed before the write.
    */
   allocatesIdFrom: string;
+  /**
+   * True when building `statement` for this input has a slow step (a password's scrypt hash): the
+   * key's record and the user row are then read first, so that a replay, a 40901 or a 403 is
+   * answered without it (routers/keyed-path.ts).
+   */
+  readFirst?: (input: InputOf<I>) => boolean;
 } & (
     | { key: 'required' }
     | {

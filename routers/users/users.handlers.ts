@@ -101,16 +101,15 @@ export async function createUserChecked(
 
 /**
  * The same create as one statement, for a keyed request (sent with the claim). With an allocated id
- * and time the row is written with them, and its answer is known before the write. `check`: the
- * user row was not read yet (the statement checks it).
+ * and time the row is written with them, and its answer is known before the write. With a password
+ * the user row and the key's record were read first (the definition's `readFirst`), so the hash
+ * below comes after the user check and is never made for a replay.
  */
 export async function createUserStatement(
   auth: Identity,
   input: CreateUserInput,
   allocated?: Allocated,
-  check?: UserCheck,
 ): Promise<BusinessStatement<UserDto>> {
-  await checkedBeforeHashing(auth, input, check);
   const row = await newUser(auth, input);
   return {
     sql: (guard) => User.insertGuarded(row, guard, allocated),

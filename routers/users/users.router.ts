@@ -1,5 +1,4 @@
 import { ok } from '../../core/envelope.js';
-import { userCheck } from '../auth/who.js';
 import { idempotentMutation } from '../idempotent-mutation.js';
 import { adminProcedure, authedProcedure, router } from '../trpc.js';
 import * as users from './users.handlers.js';
@@ -48,14 +47,9 @@ export const usersRouter = router({
     output: userEnvelope,
     runAlone: ({ ctx, input, check }) =>
       check ? users.createUserChecked(ctx.auth, input, check) : users.createUser(ctx.auth, input),
-    statement: ({ ctx, input, allocated }) =>
-      users.createUserStatement(
-        ctx.auth,
-        input,
-        allocated,
-        ctx.userCheckInWrite ? userCheck(ctx.auth, true) : undefined,
-      ),
+    statement: ({ ctx, input, allocated }) => users.createUserStatement(ctx.auth, input, allocated),
     allocatesIdFrom: 'users_id_seq',
+    readFirst: (input) => input.password !== undefined,
   }),
 
   replace: idempotentMutation({

@@ -5,10 +5,12 @@
 import { expect } from 'chai';
 import { QueryTypes } from 'sequelize';
 import { scopeKey } from '../../idempotency/key.js';
+import { RECENT_KEYS_MAX } from '../../idempotency/recent-keys.js';
 import { passwordsHashed } from '../../routers/auth/password.js';
 import { http } from '../support/http.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
+import { trpcMutation } from '../support/trpc-http.js';
 import { adminOf, createUser, uniqueUsername } from '../support/users.js';
 
 const PATHS = [
@@ -75,4 +77,39 @@ describe('passwords: no digest in the record, and no scrypt before the user chec
       expect(passwordsHashed() - before).to.equal(1);
     });
   }
+
+  it('when a keyed create with a password is replayed (REST and tRPC, a key this process saw lately or not) or retried with another password, then the password is hashed once, by the first request only', async () => {
+    const tenant = uniqueTenant('pw');
+    const key = idempotencyKey();
+    const headers = { ...adminOf(tenant), 'Idempotency-Key': key };
+    const body = { name: 'Once', age: 5, username: uniqueUsername(), password: 'hashed-only-once-1' };
+    const before = passwordsHashed();
+    const first = await http('POST', '/api/v1/users', { headers, body });
+    expect(first.status, first.text).to.equal(201);
+    expect(passwordsHashed() - before).to.equal(1);
+
+    const { recent } = (await sharedServer()).services.idempotency;
+    const forget = () => {
+      for (let i = 0; i < RECENT_KEYS_MAX; i += 1) recent.add(`forget-${i}`);
+    };
+    for (const seen of [true, false]) {
+      if (!seen) forget();
+      const rest = await http('POST', '/api/v1/users', { headers, body });
+      expect(rest.status, rest.text).to.equal(201);
+      expect(rest.headers.get('idempotent-replayed')).to.equal('true');
+      expect(rest.body.data).to.deep.equal(first.body.data);
+      if (!seen) forget();
+      const trpc = await trpcMutation('users.create', body, headers);
+      expect(trpc.status, trpc.text).to.equal(200);
+      expect(trpc.body.result.data.data).to.deep.equal(first.body.data);
+      if (!seen) forget();
+      const other = await http('POST', '/api/v1/users', {
+        headers,
+        body: { ...body, password: 'other-pw-2' },
+      });
+      expect(other.status, other.text).to.equal(409);
+      expect(other.body.data).to.deep.equal({ mismatch: ['/password'] });
+      expect(passwordsHashed() - before, seen ? 'a key seen lately' : 'a key not seen lately').to.equal(1);
+    }
+  });
 });

@@ -13,16 +13,21 @@ function ctx(userCheckInWrite: boolean, opts: { recent?: string[]; supported?: b
 
 describe('chooseKeyedPath: the one choice of a keyed create (routers/keyed-path.ts)', () => {
   it('when authentication read the user row, then the general path, whatever the key', () => {
-    expect(chooseKeyedPath(ctx(false, { recent: ['s'] }), 's')).to.equal('general');
-    expect(chooseKeyedPath(ctx(false), 's')).to.equal('general');
+    expect(chooseKeyedPath(ctx(false, { recent: ['s'] }), 's', false)).to.equal('general');
+    expect(chooseKeyedPath(ctx(false), 's', false)).to.equal('general');
   });
 
   it('when the row was not read and the key is new to this process, then the one statement', () => {
-    expect(chooseKeyedPath(ctx(true, { recent: ['other'] }), 's')).to.equal('one-statement');
+    expect(chooseKeyedPath(ctx(true, { recent: ['other'] }), 's', false)).to.equal('one-statement');
   });
 
   it('when the key is one this process saw a record of, or the one statement cannot run now, then the read first', () => {
-    expect(chooseKeyedPath(ctx(true, { recent: ['s'] }), 's')).to.equal('replay-read-first');
-    expect(chooseKeyedPath(ctx(true, { supported: false }), 's')).to.equal('replay-read-first');
+    expect(chooseKeyedPath(ctx(true, { recent: ['s'] }), 's', false)).to.equal('replay-read-first');
+    expect(chooseKeyedPath(ctx(true, { supported: false }), 's', false)).to.equal('replay-read-first');
+  });
+
+  it('when building the statement has a slow step for this input (a password), then the read first, and the general path when the row was read', () => {
+    expect(chooseKeyedPath(ctx(true), 's', true)).to.equal('replay-read-first');
+    expect(chooseKeyedPath(ctx(false), 's', true)).to.equal('general');
   });
 });
