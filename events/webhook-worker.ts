@@ -133,9 +133,16 @@ export class WebhookDeliveries {
     return total;
   }
 
-  /** Waits for the attempts this instance has started (each is bounded by its lease). */
-  async drain(): Promise<void> {
-    await Promise.allSettled([...this.inFlight]);
+  /**
+   * Waits for the attempts this instance has started (each is bounded by its time-out and its
+   * lease), or `withinMs` at most: one still running then is taken again after its lease.
+   */
+  async drain(withinMs = Number.POSITIVE_INFINITY): Promise<void> {
+    const settled = Promise.allSettled([...this.inFlight]);
+    if (!Number.isFinite(withinMs)) return void (await settled);
+    const bound = new AbortController();
+    await Promise.race([settled, sleep(withinMs, undefined, { signal: bound.signal }).catch(() => {})]);
+    bound.abort();
   }
 
   get running(): number {

@@ -14,6 +14,7 @@ import type { Jobs } from '../core/jobs.js';
 import { createLogger } from '../core/logger.js';
 import { EVENT_PURGE_BATCH, purgeEvents } from '../events/feed.js';
 import { closeSubscriptions } from '../events/feed-waker.js';
+import type { WebhookDeliveries } from '../events/webhook-worker.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
 import { registeredEffects } from '../idempotency/effect.js';
@@ -120,7 +121,7 @@ export async function startServer(config: Config): Promise<RunningServer> {
     payments,
     countOutcome: (operation, outcome) => metrics.idempotency.inc({ operation, outcome }),
   };
-  const jobs = await settingUpJobs(
+  const { jobs, webhooks } = await settingUpJobs(
     () => startBackgroundWork({ config, db, logger, metrics, payments, services }),
     config.DB_STARTUP_TIMEOUT_MS,
   ).catch(async (err: unknown) => {
@@ -154,6 +155,9 @@ export async function startServer(config: Config): Promise<RunningServer> {
         await drained;
         clearTimeout(timer);
         await jobs.stop(config.SHUTDOWN_TIMEOUT_MS);
+        // The webhook attempts this instance started record their result before the pool closes (one
+        // cut off stays leased and is sent again by another instance after its lease).
+        await webhooks.drain(config.SHUTDOWN_TIMEOUT_MS);
         await placeholder?.close();
         await gateway.close();
         await simulator?.close();
@@ -175,7 +179,7 @@ async function startBackgroundWork(deps: {
   metrics: Metrics;
   payments: PaymentDeps;
   services: AppServices;
-}): Promise<Jobs> {
+}): Promise<{ jobs: Jobs; webhooks: WebhookDeliveries }> {
   const { config, db, logger, metrics, payments } = deps;
   const jobs = await startJobs(config, db.url, logger);
   try {
@@ -245,12 +249,12 @@ async function startBackgroundWork(deps: {
       },
     );
     await startNatsRelay({ config, jobs, pauses, sequelize: db.sequelize, logger });
-    await startWebhookDeliveries(jobs, pauses, { config, sequelize: db.sequelize, logger });
+    const webhooks = await startWebhookDeliveries(jobs, pauses, { config, sequelize: db.sequelize, logger });
     await startExportPurge(jobs, pauses, config, db.sequelize, logger);
+    return { jobs, webhooks };
   } catch (err) {
     // Set-up failed half way: the job runner's pool and workers must not outlive the start.
     await jobs.stop(config.SHUTDOWN_TIMEOUT_MS).catch(() => {});
     throw err;
   }
-  return jobs;
 }
