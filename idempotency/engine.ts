@@ -375,7 +375,6 @@ export class IdempotencyEngine {
     return readRecord(this.sequelize, scopeKey);
   }
 
-  /** Same scope seen again: compare fingerprints, then replay, or wait for the one in flight. */
   /**
    * What a key's record already answers, before any work is built: a replay, 40901, 202 (or 40905
    * for a dead key, thrown). undefined without a record, or with an expired one still to be claimed.
@@ -390,6 +389,7 @@ export class IdempotencyEngine {
     return record.expired ? undefined : this.answerDuplicate(req, record, signal);
   }
 
+  /** Same scope seen again: compare fingerprints, then replay, or wait for the one in flight. */
   async answerDuplicate(
     req: IdempotentRequest,
     found: StoredRecord,
