@@ -15,7 +15,13 @@ export interface Backoff {
 }
 
 export interface AddOptions {
-  runAt?: Date;
+  /**
+   * Run no earlier than this long from now, counted on the database's clock: pg-boss adds it to
+   * now() in SQL. An absolute time from this process's clock would not do: an instance whose clock
+   * is ahead would schedule the run that far late, and with one pending job per key (`unique`) no
+   * other instance could schedule an earlier one (test/jobs/job-runner.test.ts, skewed clock).
+   */
+  delayMs?: number;
   /** With a task registered `unique`: a second add while one is pending is a no-op (returns null). */
   jobKey?: string;
   /** 1 (the default): never retried. A worker that died mid-job also uses one attempt. */
@@ -150,7 +156,7 @@ export class Jobs {
         name,
         job.data.payload,
         {
-          runAt: new Date(Date.now() + delay),
+          delayMs: delay,
           jobKey: job.singletonKey ?? undefined,
           maxAttempts,
           backoff,
@@ -169,7 +175,8 @@ export class Jobs {
     const maxAttempts = options.maxAttempts ?? 1;
     const envelope: Envelope<P> = { payload, attempt, maxAttempts, backoff: options.backoff };
     return this.boss.send(name, envelope as object, {
-      startAfter: options.runAt,
+      // Seconds as a number: pg-boss stores now() + that interval (a Date would be taken as is).
+      startAfter: delaySeconds(options.delayMs),
       singletonKey: options.jobKey,
       // Only for a worker that died mid-job (handler errors are retried by runOne, with the back-off).
       retryLimit: Math.max(0, maxAttempts - attempt),
@@ -189,4 +196,9 @@ export class Jobs {
       this.boss.stop({ graceful: true, wait: true, timeout: timeoutMs }),
     ]);
   }
+}
+
+/** A delay as pg-boss's `startAfter` seconds (fractions kept; 0 or none: due now). */
+function delaySeconds(delayMs: number | undefined): number | undefined {
+  return delayMs !== undefined && delayMs > 0 ? delayMs / 1000 : undefined;
 }

@@ -59,7 +59,7 @@ export async function every(
   const queue = `${name}-every-${options.intervalMs}ms`;
   const next = () =>
     jobs.add(queue, null, {
-      runAt: new Date(Date.now() + options.intervalMs),
+      delayMs: options.intervalMs,
       jobKey: queue,
       maxAttempts: RECURRING_ATTEMPTS,
     });

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import pino from 'pino';
@@ -29,7 +30,6 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 
 
 describe('job runner (pg-boss) on a real database', () => {
   let db: IsolatedDatabase;
-  const children = new Set<ChildProcess>();
   const running: Jobs[] = [];
 
   before(async () => {
@@ -82,19 +82,32 @@ describe('job runner (pg-boss) on a real database', () => {
     const second = await startWorker(db.url, {});
     const again = await until('the job run again', async () => marks(db, second.pid ?? -1));
     expect(again).to.deep.equal([2]);
+  });
 
-    async function startWorker(url: string, env: Record<string, string>): Promise<ChildProcess> {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/job-worker.ts'], {
-        env: { PATH: process.env.PATH ?? '', DATABASE_URL: url, ...env },
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
-      children.add(child);
-      await new Promise<void>((resolve, reject) => {
-        child.stdout?.on('data', (d: Buffer) => d.toString().includes('ready') && resolve());
-        child.once('exit', (code) => reject(new Error(`job worker exited (${code})`)));
-      });
-      return child;
-    }
+  it('when an instance whose clock is 5 minutes ahead ran a recurring chain and stopped, then another runner runs the chain at once (the next run is scheduled on the database clock)', async () => {
+    // The skewed instance schedules the chain's next run when each run ends, also at its stop; with
+    // one pending run per chain, a run scheduled by its clock 5 minutes late held every instance's
+    // chain for 5 minutes (the webhook dispatch after test/idempotency/clocks.test.ts did).
+    const clock = path.resolve('test/support/skewed-clock.mjs');
+    const ahead = await startWorker(db.url, {
+      JOB_EVERY: '1',
+      NODE_OPTIONS: `--import=${clock}`,
+      CLOCK_SKEW_MS: String(5 * 60_000),
+    });
+    await until('two runs of the skewed instance', async () =>
+      ((await marks(db, ahead.pid ?? -1))?.length ?? 0) >= 2 ? true : undefined,
+    );
+    const exited = new Promise((resolve) => ahead.once('exit', resolve));
+    ahead.kill('SIGTERM');
+    await exited;
+    const jobs = runner(db, 'after-skew');
+    running.push(jobs);
+    await jobs.start();
+    let runs = 0;
+    await every(jobs, new PauseLog(quiet), 'test-tick', { intervalMs: 100, expireInMs: 60000 }, async () => {
+      runs++;
+    });
+    await until('three runs on the runner with the right clock', async () => (runs >= 3 ? true : undefined));
   });
 
   it('when a task fails, then it runs again after the back-off delay until maxAttempts, and no more', async () => {
@@ -162,4 +175,20 @@ async function marks(db: IsolatedDatabase, pid: number): Promise<number[] | unde
     type: QueryTypes.SELECT,
   });
   return rows.length > 0 ? rows.map((r) => r.attempt) : undefined;
+}
+
+const children = new Set<ChildProcess>();
+
+/** A job runner process (test/support/job-worker.ts) on `url`, once it says it is ready. */
+async function startWorker(url: string, env: Record<string, string>): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/job-worker.ts'], {
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: url, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.add(child);
+  await new Promise<void>((resolve, reject) => {
+    child.stdout?.on('data', (d: Buffer) => d.toString().includes('ready') && resolve());
+    child.once('exit', (code) => reject(new Error(`job worker exited (${code})`)));
+  });
+  return child;
 }
