@@ -157,7 +157,8 @@ export class Receiver {
  * Polls until `check` holds (or throws with `what` after `withinMs`). The default bound covers the
  * dispatcher's documented pause after an instance died holding its run (docs/DECISIONS.md "Webhook
  * deliveries": the run's expiry plus a maintenance round, about 25 s), which the files before a
- * webhook test cause when they SIGKILL their instances at the end (the suite's full run met 60 s).
+ * webhook test cause when they SIGKILL their instances at the end. (Waits of 60 s and more in full
+ * runs came from an instance with a skewed clock scheduling the chain late, fixed in core/jobs.ts.)
  */
 export async function until(
   what: string,
