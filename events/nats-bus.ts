@@ -1,4 +1,5 @@
 import { type JetStreamManager, JSONCodec, type NatsConnection, type NatsError, type StreamInfo, connect } from 'nats';
+import { within } from '../core/within.js';
 import type { OutgoingEvent } from './webhook-sender.js';
 
 export type NatsBusOptions = {
@@ -91,12 +92,7 @@ export class NatsBus {
    */
   async close(timeoutMs = 5000): Promise<void> {
     if (this.connection.isClosed()) return;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<'late'>((resolve) => {
-      timer = setTimeout(() => resolve('late'), timeoutMs);
-    });
-    const drained = await Promise.race([this.connection.drain().catch(() => 'late' as const), late]);
-    clearTimeout(timer);
+    const drained = await within(this.connection.drain().catch(() => 'late' as const), timeoutMs);
     if (drained === 'late' && !this.connection.isClosed()) await this.connection.close();
   }
 }

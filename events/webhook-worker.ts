@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Sequelize } from 'sequelize';
 import type { Config } from '../core/config.js';
 import { sqlRows } from '../core/sql.js';
+import { within } from '../core/within.js';
 import { policyFromConfig } from './destination-guard.js';
 import { readEvent } from './feed.js';
 import { nextAttemptDelayMs } from './retry-schedule.js';
@@ -137,12 +138,9 @@ export class WebhookDeliveries {
    * Waits for the attempts this instance has started (each is bounded by its time-out and its
    * lease), or `withinMs` at most: one still running then is taken again after its lease.
    */
-  async drain(withinMs = Number.POSITIVE_INFINITY): Promise<void> {
+  async drain(withinMs?: number): Promise<void> {
     const settled = Promise.allSettled([...this.inFlight]);
-    if (!Number.isFinite(withinMs)) return void (await settled);
-    const bound = new AbortController();
-    await Promise.race([settled, sleep(withinMs, undefined, { signal: bound.signal }).catch(() => {})]);
-    bound.abort();
+    await (withinMs === undefined ? settled : within(settled, withinMs));
   }
 
   get running(): number {
