@@ -1,8 +1,8 @@
 /**
  * A table row keyed by its column names, as the service meets it outside a model instance: read whole
  * by `SELECT *` (pg gives numeric and bigint as text, timestamptz as a Date), or the snapshot an event's
- * trigger stores (`to_jsonb(NEW)` with each numeric and bigint column as text, a timestamptz as ISO
- * text: models/migrations/20261127000001-events-outbox.cjs and 20261127000701-events-cheaper-rows.cjs).
+ * trigger stores (`row_to_json(NEW)`, parsed with each number as its text and a timestamptz as ISO text:
+ * events/render.ts parseEventRow, models/migrations/20261128000001-events-leaner-writes.cjs).
  *
  * Each resource reads the columns its transfer object needs with these, in one function next to its
  * model (`orderFromColumns`, `paymentFromColumns`, ...): which column holds what is written once per

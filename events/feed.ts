@@ -1,6 +1,6 @@
 import type { Sequelize } from 'sequelize';
 import { sqlRows } from '../core/sql.js';
-import { renderEventData } from './render.js';
+import { parseEventRow, renderEventData } from './render.js';
 
 /** CONTRACT section 12's types. */
 export const EVENT_TYPES = [
@@ -62,7 +62,8 @@ interface EventRow {
   tenant_id: string;
   user_id: string | null;
   type: string;
-  row: Record<string, unknown>;
+  /** The stored snapshot's JSON text (`row::text`), parsed by parseEventRow. */
+  row: string;
   created_at: Date;
 }
 
@@ -84,6 +85,9 @@ export interface FeedEvent {
  * appear before a position already read. The cost: an event waits for every older writing
  * transaction (in the whole cluster) to end; the service keeps its writing transactions short.
  */
+/** An event row's columns as EventRow names them. */
+const EVENT_COLUMNS = 'e.id, e.tx_id::text AS tx_id, e.seq, e.tenant_id, e.user_id, e.type, e.row::text AS row, e.created_at';
+
 export async function readFeed(sequelize: Sequelize, q: FeedQuery): Promise<FeedEvent[]> {
   const values: unknown[] = [q.after.txId.toString(), q.after.seq.toString(), q.limit];
   const where: string[] = [
@@ -104,7 +108,7 @@ export async function readFeed(sequelize: Sequelize, q: FeedQuery): Promise<Feed
   }
   const rows = await sqlRows<EventRow>(
     sequelize,
-    `SELECT e.id, e.tx_id::text AS tx_id, e.seq, e.tenant_id, e.user_id, e.type, e.row, e.created_at
+    `SELECT ${EVENT_COLUMNS}
        FROM events e WHERE ${where.join(' AND ')} ORDER BY e.tx_id, e.seq LIMIT $3`,
     values,
   );
@@ -120,38 +124,45 @@ export function toFeedEvent(r: EventRow): FeedEvent {
       id: r.id,
       type: r.type,
       createdAt: new Date(r.created_at).toISOString(),
-      data: renderEventData(r.type, r.row),
+      data: renderEventData(r.type, parseEventRow(r.row)),
     },
   };
 }
 
-/** The events of one id (a webhook delivery's), or undefined once purged. */
+/**
+ * The event of one id (a webhook delivery's), or undefined once purged. Found by the position its id
+ * spells: the primary key is the position, and no index is kept on the id's text.
+ */
 export async function readEvent(sequelize: Sequelize, id: string): Promise<FeedEvent | undefined> {
+  const at = parsePosition(id);
+  if (!at) return undefined;
   const rows = await sqlRows<EventRow>(
     sequelize,
-    `SELECT e.id, e.tx_id::text AS tx_id, e.seq, e.tenant_id, e.user_id, e.type, e.row, e.created_at
-       FROM events e WHERE e.id = $1`,
-    [id],
+    `SELECT ${EVENT_COLUMNS}
+       FROM events e WHERE e.tx_id = $1::xid8 AND e.seq = $2::bigint`,
+    [at.txId.toString(), at.seq.toString()],
   );
   return rows[0] && toFeedEvent(rows[0]);
 }
 
-/**
- * Deletes events older than the retention (CONTRACT section 8 EVENT_RETENTION_DAYS), a batch at a time:
- * the oldest `batch` events by sequence number, those of them past the retention. It walks the primary
- * key from its start, so no index on created_at is kept for it (one index fewer on every event); an
- * event that is old but behind a younger one in sequence order waits for that one (the retention is a
- * lower bound). Returns how many it deleted: fewer than `batch` means nothing older is left at the head.
- */
 /** The retention job's batch: events deleted per statement. */
 export const EVENT_PURGE_BATCH = 5000;
 
+/**
+ * Deletes events older than the retention (CONTRACT section 8 EVENT_RETENTION_DAYS), a batch at a time:
+ * the oldest `batch` events by feed position, those of them past the retention. It walks the primary
+ * key (the position) from its start, so no index on created_at is kept for it (one index fewer on every
+ * event); an event that is old but behind a younger one in feed order waits for that one (the retention
+ * is a lower bound). Returns how many it deleted: fewer than `batch` means nothing older is left at the
+ * head.
+ */
 export async function purgeEvents(sequelize: Sequelize, retentionDays: number, batch = 5000): Promise<number> {
   const rows = await sqlRows<{ n: string }>(
     sequelize,
-    `WITH head AS (SELECT seq, created_at FROM events ORDER BY seq LIMIT $2),
+    `WITH head AS (SELECT tx_id, seq, created_at FROM events ORDER BY tx_id, seq LIMIT $2),
           gone AS (DELETE FROM events e USING head h
-                    WHERE e.seq = h.seq AND h.created_at < now() - make_interval(days => $1) RETURNING 1)
+                    WHERE e.tx_id = h.tx_id AND e.seq = h.seq
+                      AND h.created_at < now() - make_interval(days => $1) RETURNING 1)
      SELECT count(*)::text AS n FROM gone`,
     [retentionDays, batch],
   );

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createServiceClient, waitForExport } from '../../client/index.js';
 import { sqlRows } from '../../core/sql.js';
-import { renderEventData } from '../../events/render.js';
+import { parseEventRow, renderEventData } from '../../events/render.js';
 import { fencedUpdate, takeRowLease } from '../../idempotency/row-lease.js';
 import { runExport } from '../../routers/exports/export-run.js';
 import { purgeExpiredExportParts } from '../../server/background-effects.js';
@@ -277,13 +277,13 @@ describe('exports: POST /exports, GET /exports/{id}, GET /exports/{id}/file (CON
       rowCount: null,
     });
     expectError(await http('GET', `/api/v1/exports/${row.id}/file`, { headers: auth }), 409, 40903);
-    const events = await sqlRows<{ type: string; row: Record<string, unknown> }>(
+    const events = await sqlRows<{ type: string; row: string }>(
       sequelize,
-      'SELECT type, row FROM events WHERE resource_id = $1 AND type LIKE $2',
+      'SELECT type, row::text AS row FROM events WHERE resource_id = $1 AND type LIKE $2',
       [row.id, 'export.%'],
     );
     expect(events.map((e) => e.type)).to.deep.equal(['export.failed']);
-    expect(renderEventData(events[0].type, events[0].row)).to.deep.equal(got.body.data);
+    expect(renderEventData(events[0].type, parseEventRow(events[0].row))).to.deep.equal(got.body.data);
     const [{ n }] = await sqlRows<{ n: number }>(
       sequelize,
       'SELECT count(*)::int AS n FROM export_parts WHERE export_id = $1',
@@ -340,14 +340,14 @@ describe('exports: POST /exports, GET /exports/{id}, GET /exports/{id}/file (CON
   it('when an export finishes, then one export.succeeded event is written with the Export as data (rowCount and bytes as integers)', async () => {
     const tenant = await tenantWithOrders(4, 0);
     const { id, final } = await exportFile(bearer(tenant, USER_A), { resource: 'orders' });
-    const events = await sqlRows<{ type: string; row: Record<string, unknown> }>(
+    const events = await sqlRows<{ type: string; row: string }>(
       await db(),
-      "SELECT type, row FROM events WHERE tenant_id = $1 AND type LIKE 'export.%' AND resource_id = $2",
+      "SELECT type, row::text AS row FROM events WHERE tenant_id = $1 AND type LIKE 'export.%' AND resource_id = $2",
       [tenant, id],
     );
     expect(events.map((e) => e.type)).to.deep.equal(['export.succeeded']);
-    expect(events[0].row).to.not.have.property('lease_owner');
-    expect(renderEventData(events[0].type, events[0].row)).to.deep.equal(final);
+    expect(parseEventRow(events[0].row)).to.not.have.property('lease_owner');
+    expect(renderEventData(events[0].type, parseEventRow(events[0].row))).to.deep.equal(final);
   });
 
   it('when the typed client starts an export over tRPC, then waitForExport returns it final', async () => {

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { QueryTypes } from 'sequelize';
 import { setFailpoints } from '../../core/failpoints.js';
-import { renderEventData } from '../../events/render.js';
+import { parseEventRow, renderEventData } from '../../events/render.js';
 import { http } from '../support/http.js';
 import { assertRefundInvariants, paidPayment, refund } from '../support/refunds.js';
 import { sharedServer } from '../support/server.js';
@@ -251,16 +251,16 @@ describe('refunds: the API (in-process gateway simulator)', function () {
     expect(over.body.error.data.businessCode).to.equal(40906);
     // The events: refund.succeeded with the Refund transfer object.
     const { sequelize } = (await sharedServer()).services;
-    const events = await sequelize.query<{ type: string; row: Record<string, unknown> }>(
-      `SELECT type, row FROM events WHERE tenant_id = $1 AND resource_id IN ($2, $3) ORDER BY seq`,
+    const events = await sequelize.query<{ type: string; row: string }>(
+      `SELECT type, row::text AS row FROM events WHERE tenant_id = $1 AND resource_id IN ($2, $3) ORDER BY seq`,
       { bind: [tenant, created.data.id, payment.id], type: QueryTypes.SELECT },
     );
     expect(events.map((e) => e.type)).to.deep.equal(['payment.succeeded', 'refund.succeeded']);
-    expect(renderEventData(events[0].type, events[0].row)).to.include({
+    expect(renderEventData(events[0].type, parseEventRow(events[0].row))).to.include({
       id: payment.id,
       amountRefunded: '0.00',
     });
-    expect(renderEventData(events[1].type, events[1].row)).to.deep.equal(created.data);
+    expect(renderEventData(events[1].type, parseEventRow(events[1].row))).to.deep.equal(created.data);
   });
 
   it('when one payment is refunded three times with three keys, then three refunds are listed oldest first', async () => {
