@@ -280,20 +280,13 @@ export async function interleaved(
   return out;
 }
 
-/**
- * `n` orders of the bench's users, inserted in one statement (each writes its order.created event).
- * The database is settled afterwards, untimed: without it the first segment measured after the fill
- * paid for the fill's autovacuum and checkpoint (the outbox scenario's first arm, always the same one,
- * ran at about 0.65 of its later rounds).
- */
+/** `n` orders of the bench's users, inserted in one statement (each writes its order.created event). */
 export async function createOrders(_ctx: BenchRun, sql: pg.Pool, prefix: string, n: number): Promise<void> {
   await sql.query(
     `INSERT INTO orders (tenant_id, user_id, merchant_order_no, amount, currency)
      SELECT $1, $2::bigint + 1 + (g % $3), $4 || '-' || g, 10.50, 'USD' FROM generate_series(1, $5::int) g`,
     [TENANT, USER_BASE, USERS, prefix, n],
   );
-  await sql.query('VACUUM (ANALYZE) orders, events');
-  await sql.query('CHECKPOINT').catch(() => {});
 }
 
 /**

@@ -67,6 +67,9 @@ interface EventRow {
   created_at: Date;
 }
 
+/** An event row's columns as EventRow names them. */
+const EVENT_COLUMNS = 'e.id, e.tx_id::text AS tx_id, e.seq, e.tenant_id, e.user_id, e.type, e.row::text AS row, e.created_at';
+
 export interface FeedEvent {
   position: Position;
   tenantId: string;
@@ -85,9 +88,6 @@ export interface FeedEvent {
  * appear before a position already read. The cost: an event waits for every older writing
  * transaction (in the whole cluster) to end; the service keeps its writing transactions short.
  */
-/** An event row's columns as EventRow names them. */
-const EVENT_COLUMNS = 'e.id, e.tx_id::text AS tx_id, e.seq, e.tenant_id, e.user_id, e.type, e.row::text AS row, e.created_at';
-
 export async function readFeed(sequelize: Sequelize, q: FeedQuery): Promise<FeedEvent[]> {
   const values: unknown[] = [q.after.txId.toString(), q.after.seq.toString(), q.limit];
   const where: string[] = [
