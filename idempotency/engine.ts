@@ -10,6 +10,7 @@ import { type Cap, type ClaimResult, claimedGuard, SlotRows } from './caps.js';
 import { mismatchedFields } from './fingerprint.js';
 import { FoldedTransaction } from './folded-transaction.js';
 import { LeaseStore } from './lease.js';
+import { OpenedReplies } from './opened-replies.js';
 import type { Outcome, Reply } from './outcome.js';
 import type { Placeholder } from './placeholder.js';
 import { RecentKeys } from './recent-keys.js';
@@ -24,7 +25,7 @@ import {
   type StoredRecord,
 } from './record-store.js';
 import type { ResponseCipher } from './response-cipher.js';
-import { openReply, sealReply } from './stored-reply.js';
+import { sealReply } from './stored-reply.js';
 
 /**
  * What the waits check to stop early: the client went away. An AbortSignal is one; the REST facade
@@ -137,6 +138,8 @@ export class IdempotencyEngine {
   readonly slotRows: SlotRows;
   /** Keys this process saw a record of lately: their retries take the auth read first (recent-keys.ts). */
   readonly recent = new RecentKeys();
+  /** Replies this process decrypted lately, by the sealed text they came from (opened-replies.ts). */
+  private readonly opened: OpenedReplies;
 
   constructor(
     private readonly sequelize: Sequelize,
@@ -146,6 +149,7 @@ export class IdempotencyEngine {
   ) {
     this.leases = new LeaseStore(sequelize, cipher, settings.leaseMs, settings);
     this.slotRows = new SlotRows(sequelize, settings.maxInFlight);
+    this.opened = new OpenedReplies(cipher);
   }
 
   /**
@@ -443,13 +447,12 @@ export class IdempotencyEngine {
    * answered 409 40903, logged: never a 500 for the record's whole TTL, and never a second execution.
    */
   private async replay(req: IdempotentRequest, record: StoredRecord): Promise<Outcome> {
-    let stored: Reply | undefined;
     try {
-      stored = openReply(this.cipher, req.scopeKey, record.responseBody ?? '');
+      return { kind: 'replayed', reply: this.opened.replayed(req.scopeKey, record.responseBody ?? '') };
     } catch (err) {
       this.settings.onUnreadable?.(req.scopeKey, err);
-      if (req.rebuild && record.resourceId) stored = await req.rebuild(record.resourceId);
     }
+    const stored = req.rebuild && record.resourceId ? await req.rebuild(record.resourceId) : undefined;
     if (!stored) {
       const error = new Conflict(
         'state_conflict',
