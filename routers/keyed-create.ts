@@ -34,11 +34,14 @@ export async function create<I extends z.ZodType, D extends { id: string }>(
     case 'one-statement': {
       const done = await atOnce(ctx, def, input, request);
       if (done) return counted(ctx, operation, done);
-      authed = await readFirst(ctx, def, request.scopeKey);
+      authed = await readFirst(ctx, def, request.scopeKey, true);
       break;
     }
     case 'replay-read-first':
-      authed = await readFirst(ctx, def, request.scopeKey);
+      authed = await readFirst(ctx, def, request.scopeKey, false);
+      break;
+    case 'read-first':
+      authed = await readFirst(ctx, def, request.scopeKey, true);
       break;
     case 'general':
       break;
@@ -107,13 +110,19 @@ async function atOnce<I extends z.ZodType, D extends { id: string }>(
   return done.kind === 'answered' ? done.outcome : undefined;
 }
 
-/** The user row and the key's record read first, as authentication reads them for any other request. */
+/**
+ * The user row and the key's record read first, as authentication reads them for any other request;
+ * with `allocate`, also the new row's id when the key has no record (its answer is then known
+ * before the write).
+ */
 async function readFirst(
   ctx: AuthedContext,
   def: { admin?: boolean; allocatesIdFrom: string },
   scope: string,
+  allocate: boolean,
 ): Promise<AuthedContext> {
-  const { row, prefetched } = await readUser(ctx.services.sequelize, ctx.auth, scope, def.allocatesIdFrom);
+  const sequence = allocate ? def.allocatesIdFrom : undefined;
+  const { row, prefetched } = await readUser(ctx.services.sequelize, ctx.auth, scope, sequence);
   const auth = admitted(ctx.auth, row, def.admin === true);
   return { ...ctx, auth, prefetched, userCheckInWrite: false };
 }

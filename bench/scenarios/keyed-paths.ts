@@ -12,7 +12,7 @@ import { r2, ratio } from '../report.js';
  * interleaved in rounds. Every arm is checked to take its path (the statements one request sends).
  *
  * - A new key: users.create by an admin whose row exists. 'one-statement' (the default) against
- *   'replay-read-first', forced by a failpoint between claim and commit that is armed but never
+ *   'read-first', forced by a failpoint between claim and commit that is armed but never
  *   fires (`local.after-claim=stall(0)%0` over PUT /__failpoints: the one statement is not taken
  *   while one is armed), and against 'general' (the same row's token saying role user: the write
  *   cannot check an admin-only create's role, so authentication reads the row first).

@@ -21,13 +21,20 @@ describe('chooseKeyedPath: the one choice of a keyed create (routers/keyed-path.
     expect(chooseKeyedPath(ctx(true, { recent: ['other'] }), 's', false)).to.equal('one-statement');
   });
 
-  it('when the key is one this process saw a record of, or the one statement cannot run now, then the read first', () => {
+  it('when the key is one this process saw a record of, then the read first for a replay (no new id taken), also with a slow step or the one statement off', () => {
     expect(chooseKeyedPath(ctx(true, { recent: ['s'] }), 's', false)).to.equal('replay-read-first');
-    expect(chooseKeyedPath(ctx(true, { supported: false }), 's', false)).to.equal('replay-read-first');
+    expect(chooseKeyedPath(ctx(true, { recent: ['s'] }), 's', true)).to.equal('replay-read-first');
+    expect(chooseKeyedPath(ctx(true, { recent: ['s'], supported: false }), 's', false)).to.equal(
+      'replay-read-first',
+    );
+  });
+
+  it('when the one statement cannot run now and the key is new to this process, then the read first that takes a new id', () => {
+    expect(chooseKeyedPath(ctx(true, { supported: false }), 's', false)).to.equal('read-first');
   });
 
   it('when building the statement has a slow step for this input (a password), then the read first, and the general path when the row was read', () => {
-    expect(chooseKeyedPath(ctx(true), 's', true)).to.equal('replay-read-first');
+    expect(chooseKeyedPath(ctx(true), 's', true)).to.equal('read-first');
     expect(chooseKeyedPath(ctx(false), 's', true)).to.equal('general');
   });
 });
