@@ -48,8 +48,11 @@ export interface ClaimValues {
 }
 
 export type ClaimResult =
-  /** `after`: the rows of the round trip's last statement (a business write sent with the claim). */
-  { claimed: true; slot: number; after: unknown[] } | { claimed: false; cap: Cap | null };
+  /** `after`: the rows of the statement sent after the claim (a business write, a lookup). */
+  ({ claimed: true; slot: number; after: unknown[] } | { claimed: false; cap: Cap | null }) & {
+    /** The rows of `wrap.last` (the round trip's last statement), whatever the claim's outcome. */
+    last?: unknown[];
+  };
 
 /**
  * The condition under which a statement sent after the claim in the same round trip may write: the
@@ -100,33 +103,36 @@ interface ClaimRow {
 /**
  * Runs a claim (with `before`/`after` statements in the same round trip, e.g. SET LOCAL and a
  * SAVEPOINT) and reads what happened. A user's first claim creates their slot rows, committed on
- * their own so that concurrent first claims never wait on each other, then claims again.
+ * their own so that concurrent first claims never wait on each other, then claims again. `last`, one
+ * read-only statement, ends every attempt's round trip; its rows come back whatever the outcome (it
+ * does not run when a statement before it fails: a claim's lock wait ended, a tombstone).
  */
 export async function runClaim(
   sequelize: Sequelize,
   t: Transaction,
   values: ClaimValues,
-  wrap: { first?: string; before?: string; after?: string } = {},
+  wrap: { first?: string; before?: string; after?: string; last?: string } = {},
 ): Promise<ClaimResult> {
   const lit = sqlLiteral;
-  const sql = `${wrap.before ?? ''}\n${claimStatement(lit, values)}\n${wrap.after ?? ''}`;
+  const sql = `${wrap.before ?? ''}\n${claimStatement(lit, values)}\n${wrap.after ?? ''}\n${wrap.last ?? ''}`;
   for (let attempt = 0; ; attempt++) {
     // `first` (e.g. the BEGIN of a folded transaction) goes with the first attempt only.
     const text = attempt === 0 && wrap.first ? `${wrap.first}\n${sql}` : sql;
     // A tombstoned key: idem_claim raised, the caller rolls the transaction back (nothing written).
     const results = await refusingExpired(() => sqlResults<ClaimRow>(sequelize, text, undefined, t));
+    const last = wrap.last === undefined ? undefined : results.pop()?.rows;
     const row = results.flatMap((r) => r.rows).find((r) => r && 'claimed' in r);
     if (!row) throw new Error('claim statement returned no row');
     if (row.claimed !== null) {
-      return { claimed: true, slot: Number(row.claimed), after: results[results.length - 1].rows };
+      return { claimed: true, slot: Number(row.claimed), after: results[results.length - 1].rows, last };
     }
     if (row.free === null && Number(row.slots) < values.maxInFlight && attempt === 0) {
       await createSlots(sequelize, values.userScope, values.maxInFlight);
       continue;
     }
-    if (row.free === null) return { claimed: false, cap: 'in-flight' };
-    if (row.room === false) return { claimed: false, cap: 'retained' };
-    return { claimed: false, cap: null };
+    if (row.free === null) return { claimed: false, cap: 'in-flight', last };
+    if (row.room === false) return { claimed: false, cap: 'retained', last };
+    return { claimed: false, cap: null, last };
   }
 }
 

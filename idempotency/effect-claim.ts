@@ -2,7 +2,7 @@ import { uniqueViolation } from '../core/db-errors.js';
 import type { DomainError } from '../core/errors.js';
 import { isClaimBusy } from './at-once.js';
 import type { Cap } from './caps.js';
-import type { AnyEffect, EffectDeps, EffectRow } from './effect.js';
+import type { AnyEffect, EffectDeps, EffectRow, Gate } from './effect.js';
 import { stepBoundary } from './effect.js';
 import { takeResume } from './effect-resume.js';
 import type { IdempotentRequest } from './engine.js';
@@ -40,7 +40,8 @@ export type FailureReply = (error: DomainError) => Reply;
 
 /**
  * Tx 1: the PROCESSING record with a fresh lease, then the effect's checks and its resource row,
- * committed together; or what was found instead of inserting.
+ * committed together; or what was found instead of inserting. With a `gate`, its read ends the
+ * claim's round trip and its refusal comes before anything else (effect.ts Gate).
  */
 export async function claimEffect<Row extends EffectRow, In>(
   effect: AnyEffect,
@@ -48,30 +49,38 @@ export async function claimEffect<Row extends EffectRow, In>(
   req: IdempotentRequest,
   request: In,
   failureReply: FailureReply,
+  gate?: Gate<In>,
 ): Promise<Claim<Row>> {
   const { leases } = deps.engine;
   let claim: Claim<Row> | undefined;
   let refusedBy: Cap | null = null;
+  // Whether the gate's rows came back and were judged (else admitAlone judges, below).
+  let gated = gate === undefined;
   await deps.engine.slotRows.ensure(req.userScope);
   try {
     // BEGIN rides with the lease claim, COMMIT with the record's link to a new resource.
     claim = await inFoldedTransaction<Claim<Row> | undefined>(deps.sequelize, async (t) => {
       let claimed: Awaited<ReturnType<typeof leases.claim>>;
       try {
-        // The effect's lookup rides with the claim: one round trip for both.
-        claimed = await leases.claim(t, req, effect.lookup?.(request, req.scopeKey));
+        // The effect's lookup rides with the claim, and so does the gate: one round trip for all.
+        // The lookup is built from the request as it came (the gate may change the caller's role,
+        // never the tenant or the user it names).
+        claimed = await leases.claim(t, req, effect.lookup?.(request, req.scopeKey), gate?.statement);
       } catch (err) {
         // lock_timeout on our own key's uncommitted record: its request is in flight (202). Only the
         // claim's own wait says so (the lookup's, on a business row, is the request's error: 503).
         if (isClaimBusy(err)) return { rollback: { kind: 'key_in_flight' } };
         throw err;
       }
+      // The gate's refusal first (thrown: the transaction rolls back, nothing is kept).
+      gated = true;
+      const admitted = gate ? gate.admit(claimed.gated ?? [], request) : request;
       if (!('lease' in claimed)) {
         refusedBy = claimed.cap;
         return { rollback: undefined };
       }
       const { lease } = claimed;
-      const prepared = await effect.prepare(t, claimed.alongside, request);
+      const prepared = await effect.prepare(t, claimed.alongside, admitted);
       if (prepared.kind === 'refused') {
         await leases.finish(t, lease, 'FAILED_FINAL', failureReply(prepared.error));
         return { commit: { kind: 'refused', error: prepared.error } };
@@ -101,10 +110,14 @@ export async function claimEffect<Row extends EffectRow, In>(
       };
     });
   } catch (err) {
+    // The round trip failed before the gate's read ran (a tombstoned key, a lock wait ended): its
+    // refusal still ranks first.
+    if (!gated && gate) await gate.admitAlone(request);
     // Lost the race on the business key (a unique index): evaluate again against the winner's row.
     if (uniqueViolation(err) !== undefined) return { kind: 'again' };
     throw err;
   }
+  if (!gated && gate) await gate.admitAlone(request);
   if (claim) return claim;
   return deps.engine.whyNotClaimed(req, refusedBy);
 }

@@ -1,5 +1,5 @@
 import { ServiceUnavailable } from '../core/errors.js';
-import type { Effect, EffectDeps, EffectRow } from './effect.js';
+import type { Effect, EffectDeps, EffectRow, Gate } from './effect.js';
 import { stepBoundary } from './effect.js';
 import { claimEffect, type FailureReply } from './effect-claim.js';
 import { markNotDone, resumeEffect } from './effect-resume.js';
@@ -15,7 +15,8 @@ import type { StoredRecord } from './record-store.js';
  * claim (Tx 1: record + resource row, or what was there instead) → perform, outside any transaction
  * → finalise (Tx 2, fenced on the owner token). A key whose attempt was abandoned is taken over, or
  * resumed when it certainly did nothing (by any request for its business key, with its own key or a
- * new one: CONTRACT section 3), and then settled query first.
+ * new one: CONTRACT section 3), and then settled query first. `gate`: a read that rides in the
+ * claim's round trip and admits the request first (effect.ts Gate; the caller's user row).
  */
 export async function runEffect<D extends EffectDeps, In, Row extends EffectRow, R>(
   effect: Effect<D, In, Row, R>,
@@ -24,13 +25,14 @@ export async function runEffect<D extends EffectDeps, In, Row extends EffectRow,
   input: In,
   failureReply: FailureReply,
   signal?: Cancellation,
+  gate?: Gate<In>,
 ): Promise<Outcome> {
   // A stored answer that cannot be read is rebuilt from the resource row (CONTRACT section 5).
   const req: IdempotentRequest = { ...request, rebuild: (id) => rebuildAnswer(effect, id) };
   const run = { effect, deps, req, signal };
   // Each pass ends in an answer, or looks again after losing a race (bounded: answers 202 after 4).
   for (let pass = 0; pass < 4; pass++) {
-    const claim = await claimEffect<Row, In>(effect, deps, req, input, failureReply);
+    const claim = await claimEffect<Row, In>(effect, deps, req, input, failureReply, gate);
     switch (claim.kind) {
       case 'claimed': {
         await stepBoundary(effect, 'tx1.after-commit');

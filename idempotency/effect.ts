@@ -42,6 +42,21 @@ export type Prepared<Row> =
   /** The business checks refused: stored as FAILED_FINAL with this error. */
   | { kind: 'refused'; error: DomainError };
 
+/**
+ * A read that rides at the end of Tx 1's claim round trip and admits the request before anything the
+ * claim found is acted on (routers/: the caller's user row, which would otherwise be a round trip of
+ * its own before the claim). `admit` judges its rows and gives the request to go on with (the row may
+ * change the caller's role), or throws the refusal (the transaction rolls back: nothing is kept).
+ * When the round trip failed before the read ran (the claim's lock wait ended, a tombstoned key),
+ * `admitAlone` reads and judges on its own, so that the refusal still ranks first.
+ */
+export interface Gate<In> {
+  /** One read-only statement, as text (escaped literals). */
+  statement: string;
+  admit(rows: unknown[], request: In): In;
+  admitAlone(request: In): Promise<In>;
+}
+
 /** The boundaries between steps, each a place a test can crash, stall or fail the process. */
 export type Step =
   | 'tx1.before-commit'

@@ -42,13 +42,16 @@ export class LeaseStore {
    * Tx 1: inserts the PROCESSING record with a fresh lease and takes an in-flight slot as its holder
    * (caps.ts); or says which cap refused (null: a record of this key is there). `alongside`, one
    * read-only statement as text (escaped literals), runs after the claim in the same round trip,
-   * whatever the claim's outcome; its rows come back with the lease.
+   * whatever the claim's outcome; its rows come back with the lease. `gate`, one more, ends the round
+   * trip; its rows come back whatever the outcome (`gated`; absent when the claim's round trip failed
+   * before it ran).
    */
   async claim(
     t: FoldedTransaction,
     req: ClaimRequest,
     alongside?: string,
-  ): Promise<{ lease: Lease; alongside: unknown[] } | { cap: Cap | null }> {
+    gate?: string,
+  ): Promise<({ lease: Lease; alongside: unknown[] } | { cap: Cap | null }) & { gated?: unknown[] }> {
     const owner = newOwnerToken();
     const until = Date.now() + this.leaseMs;
     // The transaction's BEGIN rides with the claim (folded-transaction.ts).
@@ -66,11 +69,12 @@ export class LeaseStore {
         fieldHashes: req.fieldHashes,
         lease: { owner, seconds: this.leaseMs / 1000 },
       },
-      { first: 'BEGIN;', after: alongside },
+      { first: 'BEGIN;', after: alongside, last: gate },
     );
+    const gated = result.last;
     return result.claimed
-      ? { lease: { scopeKey: req.scopeKey, owner, until }, alongside: alongside ? result.after : [] }
-      : { cap: result.cap };
+      ? { lease: { scopeKey: req.scopeKey, owner, until }, alongside: alongside ? result.after : [], gated }
+      : { cap: result.cap, gated };
   }
 
   /** A resume makes a FAILED_RETRYABLE record PROCESSING again: it needs an in-flight slot too. */

@@ -67,8 +67,10 @@ function procedure<I extends z.ZodType, D extends { id: string }, O>(
   const { status } = def.success;
   const location = 'location' in def.success ? def.success.location : undefined;
   // A create's statements check the user row themselves, so authentication reads nothing first:
-  // with a key always (its keyed statement), without one when it has `runAlone`.
+  // with a key always (its keyed statement), without one when it has `runAlone`. So does an effect
+  // whose claim carries the check (`checksUserInClaim`), with its required key.
   const created = isCreate(def) ? def : undefined;
+  const inClaim = 'checksUserInClaim' in def && def.checksUserInClaim === true;
   return authedProcedure
     .meta({
       openapi: def.openapi,
@@ -85,6 +87,15 @@ function procedure<I extends z.ZodType, D extends { id: string }, O>(
             allocatesIdFrom: created.allocatesIdFrom,
           }
         : {}),
+      ...(inClaim
+        ? {
+            userCheckInWrite: {
+              role: def.admin ? 'admin' : 'any-role',
+              keyless: false,
+              keyed: true,
+            } as const,
+          }
+        : {}),
     })
     .input(def.input)
     .output(output);
@@ -96,7 +107,7 @@ async function external<I extends z.ZodType, D>(
   input: InputOf<I>,
   operation: string,
 ): Promise<Answer> {
-  const key = admit(ctx, def, false) ?? '';
+  const key = admit(ctx, def, def.checksUserInClaim === true) ?? '';
   const request = idempotentRequest(ctx, def, input, operation, key, def.success.location);
   return counted(ctx, operation, await def.execute({ ctx, input, request, failureReply }));
 }

@@ -147,6 +147,13 @@ export interface External<I extends z.ZodType, D> extends Definition<I> {
   key: 'required';
   success: Success;
   output: z.ZodType<Envelope<D>>;
+  /**
+   * `execute` checks the user row in its effect's claim: it must hand runEffect
+   * `userRowGate(ctx, admin)` (routers/user-gate.ts). Authentication then reads nothing first, one
+   * round trip fewer; a definition with this flag whose execute does not pass the gate reads no user
+   * row at all (test/payments/user-row-in-claim.test.ts holds payments and refunds to it).
+   */
+  checksUserInClaim?: true;
   execute(args: {
     ctx: AuthedContext;
     input: InputOf<I>;
@@ -165,12 +172,16 @@ export function isCreate<I extends z.ZodType, D extends { id: string }>(
 
 /**
  * The key (400) and the role (403), in the order CONTRACT section 3 gives their answers. Without the
- * user row read (`userCheckInWrite`), the role is checked by the write instead (a create's
- * `runAlone` check, or its keyed statement).
+ * user row read (`userCheckInWrite`), the role is checked by the write instead (`checksRow`: a
+ * create's `runAlone` check or its keyed statement, an effect's claim).
  */
-export function admit(ctx: AuthedContext, def: Definition<z.ZodType>, create: boolean): string | undefined {
+export function admit(
+  ctx: AuthedContext,
+  def: Definition<z.ZodType>,
+  checksRow: boolean,
+): string | undefined {
   const key = readIdempotencyKey(ctx.headers['idempotency-key'], def.key === 'required');
-  if (ctx.userCheckInWrite && !create) {
+  if (ctx.userCheckInWrite && !checksRow) {
     // Only a write that carries the check may run without the row read; anything else must not.
     throw new Error('the user row was not read, and this write cannot check it');
   }

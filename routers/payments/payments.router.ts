@@ -4,6 +4,7 @@ import { paymentEffect } from '../../payments/payment-effect.js';
 import { paymentCreated } from '../../payments/payment-reply.js';
 import { idempotentMutation } from '../idempotent-mutation.js';
 import { authedProcedure, router } from '../trpc.js';
+import { userRowGate } from '../user-gate.js';
 import { getPayment } from './payments.handlers.js';
 import { createPaymentInput, getPaymentInput, paymentEnvelope } from './payments.schema.js';
 
@@ -19,6 +20,7 @@ export const paymentsRouter = router({
     },
     key: 'required',
     mode: 'external',
+    checksUserInClaim: true,
     success: paymentCreated,
     nonBusiness: ['traceId'],
     ttlHours: (config) => config.PAYMENT_IDEMPOTENCY_TTL_HOURS,
@@ -32,6 +34,7 @@ export const paymentsRouter = router({
         { auth: ctx.auth, input },
         failureReply,
         ctx.signal,
+        userRowGate(ctx, false),
       ),
   }),
 

@@ -4,6 +4,7 @@ import { refundEffect } from '../../payments/refund-effect.js';
 import { refundCreated } from '../../payments/refund-reply.js';
 import { idempotentMutation } from '../idempotent-mutation.js';
 import { authedProcedure, router } from '../trpc.js';
+import { userRowGate } from '../user-gate.js';
 import { getRefund, listRefunds } from './refunds.handlers.js';
 import {
   createRefundInput,
@@ -25,6 +26,7 @@ export const refundsRouter = router({
     },
     key: 'required',
     mode: 'external',
+    checksUserInClaim: true,
     success: refundCreated,
     nonBusiness: ['traceId'],
     ttlHours: (config) => config.PAYMENT_IDEMPOTENCY_TTL_HOURS,
@@ -38,6 +40,7 @@ export const refundsRouter = router({
         { auth: ctx.auth, input },
         failureReply,
         ctx.signal,
+        userRowGate(ctx, false),
       ),
   }),
 
