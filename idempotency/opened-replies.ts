@@ -2,16 +2,19 @@ import type { Reply } from './outcome.js';
 import type { ResponseCipher } from './response-cipher.js';
 import { type OpenedReply, openReply } from './stored-reply.js';
 
-/** How many opened replies a process keeps, and how many characters of them at most. */
+/**
+ * How many opened replies a process keeps, and how many bytes of heap they may take (estimated per
+ * entry as below; a user's create answer takes about 1.5 KB, so about 5,000 of them fit).
+ */
 export const OPENED_REPLIES_MAX = 10_000;
-export const OPENED_REPLIES_MAX_CHARS = 4_000_000;
+export const OPENED_REPLIES_MAX_BYTES = 8 * 1024 * 1024;
 
 interface Entry {
   /** The sealed text the reply was opened from: a hit must match it exactly. */
   sealed: string;
   /** The reply as a replay sends it (the stored one, marked `Idempotent-Replayed`), frozen. */
   replayed: OpenedReply;
-  chars: number;
+  bytes: number;
 }
 
 /**
@@ -30,12 +33,12 @@ interface Entry {
  */
 export class OpenedReplies {
   private readonly entries = new Map<string, Entry>();
-  private chars = 0;
+  private bytes = 0;
 
   constructor(
     private readonly cipher: ResponseCipher,
     private readonly max = OPENED_REPLIES_MAX,
-    private readonly maxChars = OPENED_REPLIES_MAX_CHARS,
+    private readonly maxBytes = OPENED_REPLIES_MAX_BYTES,
   ) {}
 
   /**
@@ -59,14 +62,22 @@ export class OpenedReplies {
     return this.entries.size;
   }
 
+  /** The heap the kept replies take, as estimated against the bound (for tests). */
+  get bytesKept(): number {
+    return this.bytes;
+  }
+
   private keep(scopeKey: string, sealed: string, replayed: OpenedReply): void {
-    // The sealed text, and twice what it opens to (the body's text and its parsed objects).
-    const chars = scopeKey.length + sealed.length + 2 * (replayed.bodyJson?.length ?? sealed.length);
-    if (chars > this.maxChars) return;
+    // Held to V8's heap by test/unit/opened-replies.test.ts: the two strings at a byte a character
+    // (their text is ASCII), the body's text and its parsed objects about three times its length,
+    // and the entry's own objects.
+    const body = replayed.bodyJson?.length ?? sealed.length;
+    const bytes = scopeKey.length + sealed.length + 3 * body + 200;
+    if (bytes > this.maxBytes) return;
     this.drop(scopeKey);
-    this.entries.set(scopeKey, { sealed, replayed, chars });
-    this.chars += chars;
-    while (this.entries.size > this.max || this.chars > this.maxChars) {
+    this.entries.set(scopeKey, { sealed, replayed, bytes });
+    this.bytes += bytes;
+    while (this.entries.size > this.max || this.bytes > this.maxBytes) {
       const oldest = this.entries.keys().next().value;
       if (oldest === undefined) break;
       this.drop(oldest);
@@ -77,7 +88,7 @@ export class OpenedReplies {
     const entry = this.entries.get(scopeKey);
     if (!entry) return;
     this.entries.delete(scopeKey);
-    this.chars -= entry.chars;
+    this.bytes -= entry.bytes;
   }
 }
 

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { expect } from 'chai';
 import { OpenedReplies } from '../../idempotency/opened-replies.js';
 import { ResponseCipher } from '../../idempotency/response-cipher.js';
@@ -86,9 +88,46 @@ describe('unit: OpenedReplies (replies decrypted once per sealed text)', () => {
     byCount.replayed(`${SCOPE}a`, sealed[0]);
     expect(cipher.decrypted).to.equal(before + 1);
 
-    const bySize = new OpenedReplies(cipher, 100, 1000);
+    const bySize = new OpenedReplies(cipher, 100, 2000);
     for (let i = 0; i < 20; i++)
       bySize.replayed(`${SCOPE}${i}`, sealReply(cipher, `${SCOPE}${i}`, reply(String(i))));
     expect(bySize.size).to.be.within(1, 3);
+  });
+
+  it("when 5,000 user answers are kept, then the heap they take is within the bound's estimate (half to twice it)", () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const cipher = new ResponseCipher('k1', randomBytes(32));
+    const n = 5000;
+    const sealed = Array.from({ length: n }, (_, i) => {
+      const scope = `tenant-${i % 50}:${100000 + i}:users.create:${randomBytes(16).toString('hex')}`;
+      const data = {
+        id: String(1000000 + i),
+        name: `Test User ${i}`,
+        age: 30,
+        username: `user${i}`,
+        email: `user${i}@example.com`,
+        role: 'user',
+        status: 'ACTIVE',
+        createdAt: new Date().toISOString(),
+        updatedAt: new Date().toISOString(),
+      };
+      const reply = {
+        status: 201,
+        headers: { Location: `/api/v1/users/${data.id}` },
+        body: { code: 200, data },
+      };
+      return [scope, sealReply(cipher, scope, reply)] as const;
+    });
+    // The bound (8 MiB) holds about 5,000 of these: measured with a bound that holds them all.
+    const opened = new OpenedReplies(cipher, n, 64 * 1024 * 1024);
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    // Each sealed text as the database driver gives it: a string of its own.
+    for (const [scope, text] of sealed) opened.replayed(scope, Buffer.from(text).toString());
+    gc();
+    const used = process.memoryUsage().heapUsed - before;
+    expect(opened.size).to.equal(n);
+    expect(used).to.be.within(opened.bytesKept / 2, opened.bytesKept * 2);
   });
 });
