@@ -120,9 +120,7 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
     expect(again.replayed).to.equal('true');
     expect(again.text).to.equal(first.text);
     const ownHere = here.filter((c) => !isIdBlock(c.text)).map((c) => c.text);
-    expect(ownHere, ownHere.join('\n')).to.deep.equal([
-      'SELECT * FROM idem_auth_read($1, $2, $3)',
-    ]);
+    expect(ownHere, ownHere.join('\n')).to.deep.equal(['SELECT * FROM idem_auth_read($1, $2, $3)']);
 
     // An engine that never saw the key (another instance's): the one statement finds the record.
     const elsewhere = createEngine(services.sequelize, services.config);
