@@ -69,8 +69,9 @@ export class OpenedReplies {
 
   private keep(scopeKey: string, sealed: string, replayed: OpenedReply): void {
     // Held to V8's heap by test/unit/opened-replies.test.ts: the two strings at a byte a character
-    // (their text is ASCII), the body's text and its parsed objects about three times its length,
-    // and the entry's own objects.
+    // (their text is ASCII), the body's text and its parsed objects about three times its length
+    // (up to twice that for a body with non-ASCII text, kept two bytes a character), and the
+    // entry's own objects.
     const body = replayed.bodyJson?.length ?? sealed.length;
     const bytes = scopeKey.length + sealed.length + 3 * body + 200;
     if (bytes > this.maxBytes) return;
