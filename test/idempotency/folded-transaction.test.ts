@@ -184,7 +184,7 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
     expect(records.map((r) => r.status).sort()).to.deep.equal(['FAILED_FINAL', 'SUCCEEDED']);
   });
 
-  it('when a payment is created, then its Tx 1 opens with the lease claim (BEGIN in the same round trip) and commits with the payment row and the record linked to it; the order lookup rides with the claim; Tx 2 is one statement (record, payment, order) without a transaction: 4 round trips; one payment, SUCCEEDED', async () => {
+  it('when a payment is created, then its Tx 1 opens with the lease claim (BEGIN in the same round trip) and commits with the payment row and the record linked to it; the order lookup and the user row ride with the claim; Tx 2 is one statement (record, payment, order) without a transaction: 3 round trips; one payment, SUCCEEDED', async () => {
     const { url } = await sharedServer();
     const tenant = uniqueTenant('foldp');
     const auth = bearer(tenant, '830000002');
@@ -201,10 +201,12 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
         t,
       ),
     );
-    expect(claim, texts.join('\n')).to.be.greaterThan(0);
-    // The order and any payment of its merchantOrderNo are read in the claim's round trip, after it.
+    // Nothing is read before the claim: the user row rides with it (routers/user-gate.ts).
+    expect(claim, texts.join('\n')).to.equal(0);
+    // The order and any payment of its merchantOrderNo are read in the claim's round trip, after it,
+    // and the caller's user row last.
     expect(texts[claim]).to.match(
-      /idem_claim\(.*\);\s*SELECT \* FROM idem_payment_lookup_refunded\('[^']+', 'mo-pay'\);$/s,
+      /idem_claim\(.*\);\s*SELECT \* FROM idem_payment_lookup_refunded\('[^']+', 'mo-pay'\);\s*SELECT "userStatus" AS status, "userRole" AS role FROM idem_auth_read\('830000002', '[^']+', NULL\);$/s,
     );
     expect(link, texts.join('\n')).to.be.greaterThan(claim);
     // Between them only Tx 1's own reads and writes: no START TRANSACTION or COMMIT of its own.
@@ -218,9 +220,9 @@ describe('Mode A transaction folded into the engine statements (BEGIN with the c
     // (idem_finish_payment, migration 20261124000002: the record, its slot, the payment, the order.)
     const tx2 = texts.filter((t) => /^SELECT idem_finish_payment\(\$1, /.test(t));
     expect(tx2, texts.join('\n')).to.have.length(1);
-    // Four round trips in all: auth with the record read; BEGIN + lease claim + the order and any
-    // payment of its merchantOrderNo; the payment row + the record's link + COMMIT; Tx 2.
-    expect(texts, texts.join('\n')).to.have.length(4);
+    // Three round trips in all: BEGIN + lease claim + the order and any payment of its
+    // merchantOrderNo + the user row; the payment row + the record's link + COMMIT; Tx 2.
+    expect(texts, texts.join('\n')).to.have.length(3);
     const records = await recordsOf(tenant);
     const payment = records.find((r) => r.scope_key.includes(':payments.create:'));
     expect(payment?.status).to.equal('SUCCEEDED');
