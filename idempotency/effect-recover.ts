@@ -8,13 +8,16 @@ import { finaliseEffect, settleEffect } from './effect-settle.js';
  * Finishes an effect's attempts whose executor died or gave up (PROCESSING past its lease), so a
  * resource becomes final even when its client never retries. Runs in every instance at once: the
  * takeover is a conditional update with one winner, and the winner asks the downstream before
- * performing. Returns how many records it took over.
+ * performing. Returns how many records it took over; `onTakenOver` is called at each takeover, before
+ * its resource can become final (a metric counted then is never behind what a reader of the
+ * resource sees).
  */
 export async function sweepExpired(
   effect: AnyEffect,
   deps: EffectDeps,
   batch = 20,
   onError: (scopeKey: string, err: unknown) => void = () => {},
+  onTakenOver: () => void = () => {},
 ): Promise<number> {
   const expired = await deps.engine.leases.findExpired(effect.name, batch);
   let taken = 0;
@@ -27,6 +30,7 @@ export async function sweepExpired(
       const lease = await deps.engine.leases.takeOver(record.scopeKey, record.ownerToken);
       if (!lease) continue;
       taken += 1;
+      onTakenOver();
       await stepBoundary(effect, 'recoverer.takeover');
       const row = await rowOfRecord(effect, resourceId);
       const settlement = await settleEffect(effect, deps, lease, row, 'query');

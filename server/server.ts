@@ -228,18 +228,28 @@ async function startBackgroundWork(deps: {
       async () => {
         try {
           // Every registered effect (payments, refunds, ...): one sweep each, query first.
+          // Each takeover is counted when it happens, before its resource can become final: counted
+          // at the end of the run, a reader who saw the payment final could still read 0.
           let taken = 0;
           for (const effect of registeredEffects()) {
-            const n = await sweepExpired(effect, payments, 20, (scopeKey, err) =>
-              logger.error({ err, scopeKey, operation: effect.name }, 'recovery failed; retried next round'),
+            taken += await sweepExpired(
+              effect,
+              payments,
+              20,
+              (scopeKey, err) =>
+                logger.error(
+                  { err, scopeKey, operation: effect.name },
+                  'recovery failed; retried next round',
+                ),
+              () => {
+                metrics.recovererTakeovers.inc();
+                metrics.idempotency.inc({ operation: effect.name, outcome: 'lease_takeover' });
+              },
             );
-            if (n > 0) metrics.idempotency.inc({ operation: effect.name, outcome: 'lease_takeover' }, n);
-            taken += n;
           }
           // Every background effect's free rows (exports): a job each, continued from its checkpoint.
           const continued = await sweepBackground(background, db.sequelize);
           metrics.recovererRuns.inc({ result: 'ok' });
-          metrics.recovererTakeovers.inc(taken);
           if (taken > 0) logger.info({ taken }, 'expired effect leases taken over');
           if (continued > 0) logger.info({ continued }, 'background work without a live worker continued');
         } catch (err) {

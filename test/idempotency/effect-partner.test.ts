@@ -12,6 +12,8 @@ const TABLE = 'partner_messages';
 let partner: Awaited<ReturnType<typeof h.startPartner>>;
 let deps: EffectDeps;
 let crashes = 0;
+/** What the recoverer's callbacks and finalise did, in order (the first test). */
+const steps: string[] = [];
 const reply = (r: EffectRow) => ({ status: 201, headers: {}, body: { id: r.id } });
 const effect = defineEffect<EffectDeps, string, EffectRow, true>({
   name: 'test.partner-message',
@@ -31,6 +33,7 @@ const effect = defineEffect<EffectDeps, string, EffectRow, true>({
   perform: (_d, r) => partner.perform(r.id),
   query: (_d, r) => partner.query(r.id),
   finalise: async (d, lease, r) => {
+    steps.push('finalise');
     if (crashes-- > 0) throw new Error('the process died between perform and finalise');
     return h.finishFenced(d, lease, TABLE, "status = 'SENT'", r.id, reply(r));
   },
@@ -48,7 +51,7 @@ describe('effects: a test-only effect (a message to a partner) passes the fault 
   });
   after(() => partner.close());
 
-  it('when the process dies between perform and finalise, then the recoverer queries and finalises: sent once', async () => {
+  it('when the process dies between perform and finalise, then the recoverer queries and finalises: sent once, its takeover counted before the finalise', async () => {
     const id = `m${idempotencyKey()}`;
     crashes = 1;
     await send(id).then(
@@ -57,8 +60,14 @@ describe('effects: a test-only effect (a message to a partner) passes the fault 
     );
     const expire = `UPDATE idempotency_records SET lease_until = now() - interval '1 second' WHERE resource_id = $1`;
     await deps.sequelize.query(expire, { bind: [id] });
-    expect(await sweepExpired(effect, deps, 1000)).to.be.at.least(1);
+    steps.length = 0;
+    const taken = await sweepExpired(effect, deps, 1000, undefined, () => steps.push('taken over'));
+    expect(taken).to.be.at.least(1);
     expect(await state(id)).to.deep.equal(['SENT', 1]);
+    // Each takeover is reported when it happens, before the resource can be final (server.ts counts
+    // its metric there: a reader who sees the resource final never reads a count behind it).
+    expect(steps.filter((s) => s === 'taken over')).to.have.length(taken);
+    expect(steps.indexOf('taken over'), steps.join(', ')).to.be.lessThan(steps.indexOf('finalise'));
   });
 
   it('when the answer is lost (unknown), then the partner is asked before sending again: executed, sent once', async () => {
