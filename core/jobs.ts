@@ -38,6 +38,12 @@ export interface TaskOptions {
    * died blocks its key's next one until it expires, and the queue's fetch with it).
    */
   unique?: 'pending' | 'pending-and-running';
+  /**
+   * How often this queue's worker looks for due jobs (at least 500 ms); the runner's `pollMs` when
+   * absent. A queue whose jobs are due seconds apart needs no half-second poll: every poll is a
+   * query, on every instance, whether anything is due or not.
+   */
+  pollMs?: number;
 }
 
 export interface JobContext {
@@ -81,10 +87,10 @@ export class Jobs {
   private started?: PgBoss;
   private readonly stopping = new AbortController();
   private readonly running = new Set<Promise<void>>();
-  private readonly pollSeconds: number;
+  private readonly pollMs: number;
 
   constructor(private readonly options: JobsOptions) {
-    this.pollSeconds = Math.max(0.5, (options.pollMs ?? 2000) / 1000);
+    this.pollMs = options.pollMs ?? 2000;
   }
 
   /**
@@ -126,7 +132,10 @@ export class Jobs {
     });
     await this.boss.work<Envelope<P>>(
       name,
-      { pollingIntervalSeconds: this.pollSeconds, includeMetadata: true },
+      {
+        pollingIntervalSeconds: Math.max(0.5, (options.pollMs ?? this.pollMs) / 1000),
+        includeMetadata: true,
+      },
       async ([job]) => {
         if (!job) return;
         // A job run again after its worker died counts that run as an attempt (pg-boss's retryCount).

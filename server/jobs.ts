@@ -1,10 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { Config } from '../core/config.js';
 import { applicationName } from '../core/database.js';
 import { isDatabaseBusy, isDatabaseUnavailable } from '../core/db-errors.js';
 import { Jobs } from '../core/jobs.js';
-import { WEBHOOK_DISPATCH_MS } from './webhooks.js';
 
 /**
  * How long a run may take before its instance is taken as dead and the run is done again elsewhere
@@ -17,15 +15,21 @@ export const PURGE_EXPIRE_MS = 10 * 60_000;
 const MAINTENANCE_MS = 10_000;
 
 /**
- * The job runner of this instance, its schema created or upgraded (pg-boss's own migrations, under
- * pg-boss's advisory lock), after ours. Polls at most every second so short intervals stay short.
+ * How soon a job added for now (an export's run) starts: its queue's poll. Recurring queues poll by
+ * their own interval (server/background.ts recurringPollMs).
  */
-export async function startJobs(config: Config, url: string, logger: Logger): Promise<Jobs> {
+const JOB_POLL_MS = 500;
+
+/**
+ * The job runner of this instance, its schema created or upgraded (pg-boss's own migrations, under
+ * pg-boss's advisory lock), after ours.
+ */
+export async function startJobs(url: string, logger: Logger): Promise<Jobs> {
   const jobs = new Jobs({
     connectionString: url,
     applicationName: applicationName(),
     logger,
-    pollMs: Math.min(1000, WEBHOOK_DISPATCH_MS, config.RECOVERER_INTERVAL_MS, config.PURGE_INTERVAL_MS),
+    pollMs: JOB_POLL_MS,
     maintenanceMs: MAINTENANCE_MS,
     onError: (err) =>
       // A failover: each maintenance round would say so; the jobs' own pause lines are enough.

@@ -181,7 +181,7 @@ async function startBackgroundWork(deps: {
   services: AppServices;
 }): Promise<{ jobs: Jobs; webhooks: WebhookDeliveries }> {
   const { config, db, logger, metrics, payments } = deps;
-  const jobs = await startJobs(config, db.url, logger);
+  const jobs = await startJobs(db.url, logger);
   try {
     const pauses = new PauseLog(logger);
     // A run works off the whole backlog, paced (PURGE_BUSY_PERCENT); the next run starts only after it.

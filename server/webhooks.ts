@@ -5,11 +5,6 @@ import type { Jobs } from '../core/jobs.js';
 import { WebhookDeliveries } from '../events/webhook-worker.js';
 import { every, type PauseLog } from './background.js';
 
-/**
- * The job runner's poll here is at most this (server/jobs.ts): the pause between two dispatch runs is
- * the chain's interval plus up to one poll.
- */
-export const WEBHOOK_DISPATCH_MS = 500;
 /** One dispatch run claims for this long, every DISPATCH_POLL_MS, then the next run follows. */
 const DISPATCH_RUN_MS = 5000;
 const DISPATCH_POLL_MS = 250;

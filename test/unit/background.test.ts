@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import pino from 'pino';
 import { Jobs } from '../../core/jobs.js';
-import { every, PauseLog } from '../../server/background.js';
+import { every, PauseLog, recurringPollMs } from '../../server/background.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
 
 /** A logger whose lines the test reads. */
@@ -72,5 +72,13 @@ describe('background jobs: pause while the database is unavailable, resume after
     const said = lines.filter((l) => l.job === 'other-job').map((l) => l.msg);
     expect(said.length).to.be.at.least(3);
     expect(new Set(said)).to.deep.equal(new Set(['background job failed']));
+  });
+});
+
+describe('background jobs: each recurring queue polls by its own interval', () => {
+  it("when the interval is short, then the poll is pg-boss's least (500 ms); a quarter of a longer one, at most 5 s", () => {
+    expect([100, 2000, 5000, 20000, 60000, 86400000].map(recurringPollMs)).to.deep.equal([
+      500, 500, 1250, 5000, 5000, 5000,
+    ]);
   });
 });
