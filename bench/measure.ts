@@ -327,25 +327,35 @@ export async function fill(
     const from = ctx.fillSeq + 1;
     const to = ctx.fillSeq + Math.min(chunk, rows - done);
     ctx.fillSeq = to;
-    await sql.query(
-      `INSERT INTO idempotency_records
-         (scope_key, request_hash, status, resource_id, response_body, http_status, user_scope, operation,
-          created_at, updated_at, expires_at, slot)
-       SELECT $3 || ':' || (g % 5000) || ':users.create:' || md5(g::text), md5(g::text) || md5((-g)::text),
-              'SUCCEEDED', g::text, repeat('x', 600), 201, $3 || ':' || (g % 5000), 'users.create',
-              now(), now(), now() + $4::interval, 1
-       FROM generate_series($1::int, $2::int) g`,
-      [from, to, tenant, expiresIn],
-    );
-    // Counted on their users' slot rows, as the engine's claims count them (idempotency/caps.ts).
-    await sql.query(
-      `INSERT INTO idempotency_slots (user_scope, slot, retained)
-       SELECT $3 || ':' || (g % 5000), 1, count(*) FROM generate_series($1::int, $2::int) g GROUP BY 1
-       ON CONFLICT (user_scope, slot) DO UPDATE SET retained = idempotency_slots.retained + EXCLUDED.retained`,
-      [from, to, tenant],
-    );
+    await fillRecords(sql, tenant, from, to, expiresIn);
   }
   log(`filled ${rows} ${tenant} records in ${((Date.now() - t) / 1000).toFixed(1)}s`);
+}
+
+/** `fill`'s records numbered `from`..`to`, counted on their users' slot rows as the engine's claims count them. */
+export async function fillRecords(
+  sql: pg.Pool,
+  tenant: string,
+  from: number,
+  to: number,
+  expiresIn: string,
+): Promise<void> {
+  await sql.query(
+    `INSERT INTO idempotency_records
+       (scope_key, request_hash, status, resource_id, response_body, http_status, user_scope, operation,
+        created_at, updated_at, expires_at, slot)
+     SELECT $3 || ':' || (g % 5000) || ':users.create:' || md5(g::text), md5(g::text) || md5((-g)::text),
+            'SUCCEEDED', g::text, repeat('x', 600), 201, $3 || ':' || (g % 5000), 'users.create',
+            now(), now(), now() + $4::interval, 1
+     FROM generate_series($1::int, $2::int) g`,
+    [from, to, tenant, expiresIn],
+  );
+  await sql.query(
+    `INSERT INTO idempotency_slots (user_scope, slot, retained)
+     SELECT $3 || ':' || (g % 5000), 1, count(*) FROM generate_series($1::int, $2::int) g GROUP BY 1
+     ON CONFLICT (user_scope, slot) DO UPDATE SET retained = idempotency_slots.retained + EXCLUDED.retained`,
+    [from, to, tenant],
+  );
 }
 
 /** After a bulk fill: statistics and visibility map up to date, dirty pages flushed (no checkpoint mid-run). */
