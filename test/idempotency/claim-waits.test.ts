@@ -4,6 +4,7 @@
 // check waits for that transaction). Without the marker the end of either wait reads as the business
 // statement's error (idempotency/at-once.ts businessStatementError), not as "in flight".
 import { expect } from 'chai';
+import type pg from 'pg';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 import { createOrderVia, holdingTransaction, orderScope } from './support.js';
 
@@ -23,38 +24,43 @@ async function tenantWithRecord(): Promise<{ tenant: string; scope: string }> {
   return { tenant, scope: orderScope(tenant, USER, key) };
 }
 
+/**
+ * The claim of `scope` while another transaction holds what `hold` takes, its wait bounded by
+ * lock_timeout: the error it ends with (null if it did not wait).
+ */
+async function claimWhileHeld(
+  tenant: string,
+  scope: string,
+  hold: (holder: pg.Client) => Promise<unknown>,
+): Promise<{ code?: string; hint?: string } | null> {
+  return holdingTransaction(async (holder) => {
+    await hold(holder);
+    return holdingTransaction(async (claimant) => {
+      await claimant.query(`SET LOCAL lock_timeout = '20ms'`);
+      return claimant.query(CLAIM, [scope, `${tenant}:${USER}`]).then(
+        () => null,
+        (e: { code?: string; hint?: string }) => e,
+      );
+    });
+  });
+}
+
 describe("idem_claim: the busy marker on the claim's waits", () => {
   it("when the claim waits out lock_timeout on the key's advisory lock, then 55P03 with HINT 'idem_claim: key busy'", async () => {
     const { tenant } = await tenantWithRecord();
     const scope = orderScope(tenant, USER, idempotencyKey());
-    const err = await holdingTransaction(async (holder) => {
-      await holder.query('SELECT pg_advisory_xact_lock(7648, hashtext($1))', [scope]);
-      return holdingTransaction(async (claimant) => {
-        await claimant.query(`SET LOCAL lock_timeout = '20ms'`);
-        return claimant.query(CLAIM, [scope, `${tenant}:${USER}`]).then(
-          () => null,
-          (e: { code?: string; hint?: string }) => e,
-        );
-      });
-    });
+    const err = await claimWhileHeld(tenant, scope, (holder) =>
+      holder.query('SELECT pg_advisory_xact_lock(7648, hashtext($1))', [scope]),
+    );
     expect(err?.code).to.equal('55P03');
     expect(err?.hint).to.equal('idem_claim: key busy');
   });
 
   it("when the claim's INSERT waits out lock_timeout on the key's record being updated (its request finishing), then 55P03 with HINT 'idem_claim: key busy'", async () => {
     const { tenant, scope } = await tenantWithRecord();
-    const err = await holdingTransaction(async (finisher) => {
-      await finisher.query('UPDATE idempotency_records SET expires_at = expires_at WHERE scope_key = $1', [
-        scope,
-      ]);
-      return holdingTransaction(async (claimant) => {
-        await claimant.query(`SET LOCAL lock_timeout = '20ms'`);
-        return claimant.query(CLAIM, [scope, `${tenant}:${USER}`]).then(
-          () => null,
-          (e: { code?: string; hint?: string }) => e,
-        );
-      });
-    });
+    const err = await claimWhileHeld(tenant, scope, (holder) =>
+      holder.query('UPDATE idempotency_records SET expires_at = expires_at WHERE scope_key = $1', [scope]),
+    );
     expect(err?.code).to.equal('55P03');
     expect(err?.hint).to.equal('idem_claim: key busy');
   });
