@@ -11,6 +11,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { median } from './report.js';
 
 interface Row {
   id: string;
@@ -29,12 +30,6 @@ interface Result {
   cpuMsPerRequest?: Cpu[];
 }
 
-const median = (xs: number[]): number | undefined => {
-  if (xs.length === 0) return undefined;
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 const fmt = (v: number | undefined, digits: number) => (v === undefined ? '–' : v.toFixed(digits));
 const change = (a: number | undefined, b: number | undefined) =>
   a === undefined || b === undefined || a === 0 ? '–' : (b / a).toFixed(3);

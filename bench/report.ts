@@ -39,3 +39,11 @@ export function renderTable(rows: Row[]): string {
 export const ratio = (a: number, b: number) => (b > 0 ? a / b : Number.NaN);
 /** Ratios with three decimals, so that a miss by a hair (0.597 against 0.60) reads as one. */
 export const r2 = (v: number) => (Number.isFinite(v) ? v.toFixed(3) : '–');
+
+/** The median of `xs` (the mean of the middle two for an even count); undefined for none. */
+export function median(xs: number[]): number | undefined {
+  if (xs.length === 0) return undefined;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}

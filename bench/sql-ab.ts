@@ -22,6 +22,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { fillRecords } from './measure.js';
 import { runPgbench } from './pgbench.js';
+import { median } from './report.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -86,12 +87,6 @@ async function fillAlike(s: Side, records: number): Promise<void> {
   }
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((x, y) => x - y);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
-
 const records = count('records', 0);
 const pairs = count('pairs', 1);
 const seconds = count('seconds', 1);
@@ -118,4 +113,6 @@ for (let i = 1; i <= pairs; i++) {
   );
 }
 const mean = ratios.reduce((x, y) => x + y, 0) / ratios.length;
-console.log(`B ÷ A over ${pairs} pairs: median ${median(ratios).toFixed(3)}, mean ${mean.toFixed(3)}`);
+console.log(
+  `B ÷ A over ${pairs} pairs: median ${(median(ratios) ?? Number.NaN).toFixed(3)}, mean ${mean.toFixed(3)}`,
+);
