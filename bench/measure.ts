@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type pg from 'pg';
+import pg from 'pg';
 import type { BenchRun, ReplayKey } from './bench-run.js';
 import { type LoadRequest, type LoadResult, load, nonFinal, percentile } from './load.js';
 import { ask, type Child, cpuOf, memoryOf, postgresCpuOf } from './processes.js';
@@ -356,6 +356,23 @@ export async function fillRecords(
      ON CONFLICT (user_scope, slot) DO UPDATE SET retained = idempotency_slots.retained + EXCLUDED.retained`,
     [from, to, tenant],
   );
+}
+
+/**
+ * An A/B side's database filled from empty with `records` of the growth scenario's records
+ * (`fillRecords`), then vacuumed, analysed and checkpointed: two databases filled so compare alike.
+ */
+export async function fillDatabase(url: string, records: number): Promise<void> {
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  try {
+    const chunk = 250_000;
+    for (let from = 1; from <= records; from += chunk)
+      await fillRecords(pool, 'fill', from, Math.min(records, from + chunk - 1), '24 hours');
+    await pool.query('VACUUM (ANALYZE) idempotency_records');
+    await pool.query('CHECKPOINT');
+  } finally {
+    await pool.end();
+  }
 }
 
 /** After a bulk fill: statistics and visibility map up to date, dirty pages flushed (no checkpoint mid-run). */

@@ -39,8 +39,8 @@ import { eventsPurgeScenario, purgeScenario } from './scenarios/purge.js';
 import { roundTrips } from './scenarios/round-trips.js';
 import { stormScenario } from './scenarios/storm.js';
 import { throughputScenarios } from './scenarios/throughput.js';
-import { MAX_IN_FLIGHT, MAX_RETAINED, parseOptions, SECRETS, TENANT, USAGE, WAIT_MS } from './settings.js';
-import { buildForBench, startCommand } from './start-command.js';
+import { parseOptions, SECRETS, TENANT, USAGE, WAIT_MS } from './settings.js';
+import { buildForBench, serviceEnv, startCommand } from './start-command.js';
 
 async function main(run: BenchRun): Promise<void> {
   const {
@@ -114,18 +114,7 @@ async function main(run: BenchRun): Promise<void> {
       name,
       args: [...start.flags, '--import', probe, start.entry],
       env: {
-        ...SECRETS,
-        NODE_ENV: 'test',
-        LOG_LEVEL: 'warn',
-        DATABASE_URL: db.url,
-        PAYMENT_GATEWAY_URL: gateway.url,
-        HOST: '127.0.0.1',
-        PORT: String(port),
-        IDEMPOTENCY_WAIT_MS: String(WAIT_MS),
-        IDEMPOTENCY_MAX_RETAINED: String(MAX_RETAINED),
-        IDEMPOTENCY_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
-        // The benchmark runs the purge itself (purge scenario); the service's own job stays idle.
-        PURGE_INTERVAL_MS: String(86_400_000),
+        ...serviceEnv({ databaseUrl: db.url, gatewayUrl: gateway.url, port }),
         // The slow-write storm sets a failpoint over PUT /__failpoints for its own duration only.
         FAILPOINTS_CONTROL: '1',
         ...SERVER_ENV,

@@ -19,8 +19,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
-import { fillRecords } from './measure.js';
+import { fillDatabase } from './measure.js';
 import { runPgbench } from './pgbench.js';
 import { median } from './report.js';
 
@@ -74,19 +73,6 @@ async function side(name: 'A' | 'B', url: string | undefined, resultFile: string
   return { name, url, script };
 }
 
-async function fillAlike(s: Side, records: number): Promise<void> {
-  const pool = new pg.Pool({ connectionString: s.url, max: 1 });
-  try {
-    const chunk = 250_000;
-    for (let from = 1; from <= records; from += chunk)
-      await fillRecords(pool, 'fill', from, Math.min(records, from + chunk - 1), '24 hours');
-    await pool.query('VACUUM (ANALYZE) idempotency_records');
-    await pool.query('CHECKPOINT');
-  } finally {
-    await pool.end();
-  }
-}
-
 const records = count('records', 0);
 const pairs = count('pairs', 1);
 const seconds = count('seconds', 1);
@@ -96,7 +82,7 @@ const b = await side('B', opts.b, opts['b-result']);
 
 for (const s of [a, b]) {
   const t = Date.now();
-  await fillAlike(s, records);
+  await fillDatabase(s.url, records);
   console.log(`${s.name}: ${records} records filled in ${((Date.now() - t) / 1000).toFixed(1)} s`);
 }
 const tps = async (s: Side, secs: number) =>

@@ -5,6 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { MAX_IN_FLIGHT, MAX_RETAINED, SECRETS, WAIT_MS } from './settings.js';
 
 export interface StartCommand {
   /** node's own flags from the start script (e.g. --max-old-space-size). */
@@ -13,8 +14,9 @@ export interface StartCommand {
   entry: string;
 }
 
-export function startCommand(): StartCommand {
-  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> };
+/** `root`: the checkout whose start script is read (default: this one). */
+export function startCommand(root = '.'): StartCommand {
+  const pkg = JSON.parse(readFileSync(`${root}/package.json`, 'utf8')) as { scripts: Record<string, string> };
   const match = /exec node ((?:--\S+ )*)(dist\/\S+\.js)$/.exec(pkg.scripts.start ?? '');
   if (!match)
     throw new Error(
@@ -33,4 +35,26 @@ export function buildForBench(): string {
     stdio: 'inherit',
   });
   return './.tmp/probe/probe.js';
+}
+
+/** The service's environment in the benchmark (its secrets, bounds and caps), as `npm start` reads it. */
+export function serviceEnv(o: {
+  databaseUrl: string;
+  gatewayUrl: string;
+  port: number;
+}): Record<string, string> {
+  return {
+    ...SECRETS,
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: o.databaseUrl,
+    PAYMENT_GATEWAY_URL: o.gatewayUrl,
+    HOST: '127.0.0.1',
+    PORT: String(o.port),
+    IDEMPOTENCY_WAIT_MS: String(WAIT_MS),
+    IDEMPOTENCY_MAX_RETAINED: String(MAX_RETAINED),
+    IDEMPOTENCY_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
+    // The benchmark runs the purge itself (purge scenario); the service's own job stays idle.
+    PURGE_INTERVAL_MS: String(86_400_000),
+  };
 }
