@@ -17,7 +17,7 @@ const TRIGGERS = [
  * every change writes its event.
  */
 export async function outboxScenario(ctx: BenchRun): Promise<void> {
-  const { P, ROUNDS, SEGMENT, log, results, rows, idemOrder, sql, server } = ctx;
+  const { P, log, results, rows, idemOrder, sql, server } = ctx;
   const setTriggers = (on: boolean) => async () => {
     for (const [table, trigger] of TRIGGERS)
       await sql.query(`ALTER TABLE ${table} ${on ? 'ENABLE' : 'DISABLE'} TRIGGER ${trigger}`);
@@ -34,8 +34,8 @@ export async function outboxScenario(ctx: BenchRun): Promise<void> {
   ];
   let r: Awaited<ReturnType<typeof interleaved>>;
   try {
-    log(`outbox: ${specs.map((s) => s.name).join(', ')}; ${ROUNDS} rounds of ${SEGMENT}s each`);
-    r = await interleaved(ctx, specs, ROUNDS, SEGMENT);
+    log(`outbox: ${specs.map((s) => s.name).join(', ')}; ${P.outboxRounds} rounds of ${P.outboxSegment}s each`);
+    r = await interleaved(ctx, specs, P.outboxRounds, P.outboxSegment);
   } finally {
     await setTriggers(true)();
   }
