@@ -34,7 +34,9 @@ export async function outboxScenario(ctx: BenchRun): Promise<void> {
   ];
   let r: Awaited<ReturnType<typeof interleaved>>;
   try {
-    log(`outbox: ${specs.map((s) => s.name).join(', ')}; ${P.outboxRounds} rounds of ${P.outboxSegment}s each`);
+    log(
+      `outbox: ${specs.map((s) => s.name).join(', ')}; ${P.outboxRounds} rounds of ${P.outboxSegment}s each`,
+    );
     r = await interleaved(ctx, specs, P.outboxRounds, P.outboxSegment);
   } finally {
     await setTriggers(true)();
