@@ -322,18 +322,29 @@ export async function fill(
 ): Promise<void> {
   const { log } = ctx;
   const t = Date.now();
-  const chunk = 250_000;
-  for (let done = 0; done < rows; done += chunk) {
-    const from = ctx.fillSeq + 1;
-    const to = ctx.fillSeq + Math.min(chunk, rows - done);
-    ctx.fillSeq = to;
-    await fillRecords(sql, tenant, from, to, expiresIn);
-  }
+  const from = ctx.fillSeq + 1;
+  ctx.fillSeq += Math.max(0, rows);
+  await fillRecords(sql, tenant, from, ctx.fillSeq, expiresIn);
   log(`filled ${rows} ${tenant} records in ${((Date.now() - t) / 1000).toFixed(1)}s`);
 }
 
-/** `fill`'s records numbered `from`..`to`, counted on their users' slot rows as the engine's claims count them. */
+/**
+ * `fill`'s records numbered `from`..`to`, counted on their users' slot rows as the engine's claims
+ * count them; in statements of 250,000 records at most.
+ */
 export async function fillRecords(
+  sql: pg.Pool,
+  tenant: string,
+  from: number,
+  to: number,
+  expiresIn: string,
+): Promise<void> {
+  const chunk = 250_000;
+  for (let first = from; first <= to; first += chunk)
+    await fillChunk(sql, tenant, first, Math.min(to, first + chunk - 1), expiresIn);
+}
+
+async function fillChunk(
   sql: pg.Pool,
   tenant: string,
   from: number,
@@ -365,9 +376,7 @@ export async function fillRecords(
 export async function fillDatabase(url: string, records: number): Promise<void> {
   const pool = new pg.Pool({ connectionString: url, max: 1 });
   try {
-    const chunk = 250_000;
-    for (let from = 1; from <= records; from += chunk)
-      await fillRecords(pool, 'fill', from, Math.min(records, from + chunk - 1), '24 hours');
+    await fillRecords(pool, 'fill', 1, records, '24 hours');
     await pool.query('VACUUM (ANALYZE) idempotency_records');
     await pool.query('CHECKPOINT');
   } finally {

