@@ -52,8 +52,8 @@ const QUICK_PARAMS = {
   segment: 1,
   growthRounds: 1,
   growthSegment: 2,
-  outboxRounds: 2,
-  outboxSegment: 1,
+  pairedRounds: 2,
+  pairedSegment: 1,
   short: 2,
   warmup: 1,
   stormRounds: 3,
@@ -77,10 +77,12 @@ const FULL_PARAMS: typeof QUICK_PARAMS = {
   segment: 3,
   growthRounds: 3,
   growthSegment: 3,
-  // The outbox's on ÷ off moved ±4% between runs of 4 rounds of 3 s (0.897–0.980 over seven runs):
-  // twice the rounds of a longer segment, so that a run's value is its cost, not the machine's drift.
-  outboxRounds: 8,
-  outboxSegment: 4,
+  // The scenarios that compare two arms (outbox on ÷ off, refund ÷ payment): their ratios moved ±4%
+  // (outbox, 0.897–0.980 over seven runs) and ±10% (refund, 0.96–1.16 over six) between runs of 4
+  // rounds of 3 s; twice the rounds of a longer segment, so that a run's value is its cost, not the
+  // machine's drift.
+  pairedRounds: 8,
+  pairedSegment: 4,
   short: 8,
   warmup: 3,
   stormRounds: 20,

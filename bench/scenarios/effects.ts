@@ -25,7 +25,7 @@ const REFUND = '1.00';
  * PostgreSQL), and by answers per second, reported.
  */
 export async function refundsScenario(ctx: BenchRun): Promise<void> {
-  const { P, ROUNDS, SEGMENT, CONNECTIONS, log, rows, cpuTable, users, sql, server } = ctx;
+  const { P, CONNECTIONS, log, rows, cpuTable, users, sql, server } = ctx;
   const payPrefix = `efp-${ctx.runId}`;
   const refundPrefix = `efr-${ctx.runId}`;
   log(`refunds: creating ${P.paymentOrders} orders to pay and paying ${P.refundPayments} to refund`);
@@ -72,8 +72,8 @@ export async function refundsScenario(ctx: BenchRun): Promise<void> {
         },
       },
     ],
-    ROUNDS,
-    SEGMENT,
+    P.pairedRounds,
+    P.pairedSegment,
   );
   const cpu = (name: string) => {
     const c = cpuTable.find((x) => x.name === name);

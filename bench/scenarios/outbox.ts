@@ -35,9 +35,9 @@ export async function outboxScenario(ctx: BenchRun): Promise<void> {
   let r: Awaited<ReturnType<typeof interleaved>>;
   try {
     log(
-      `outbox: ${specs.map((s) => s.name).join(', ')}; ${P.outboxRounds} rounds of ${P.outboxSegment}s each`,
+      `outbox: ${specs.map((s) => s.name).join(', ')}; ${P.pairedRounds} rounds of ${P.pairedSegment}s each`,
     );
-    r = await interleaved(ctx, specs, P.outboxRounds, P.outboxSegment);
+    r = await interleaved(ctx, specs, P.pairedRounds, P.pairedSegment);
   } finally {
     await setTriggers(true)();
   }
