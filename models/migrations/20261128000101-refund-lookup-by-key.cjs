@@ -5,7 +5,7 @@
 // statistics (a new database, or the minute before autovacuum's first ANALYZE), the two indexes that
 // match look alike to the planner (rows=1 each), and it chose payments_merchant_order_key: an index
 // scan on merchant_id alone, every payment of the merchant read and filtered on id. Seen in the bench
-// (auto_explain, 2026-11-28): 655 to 1,425 rows removed by the filter, 0.2–3.6 ms a refund, and the
+// (auto_explain, 2026-11-27): 655 to 1,425 rows removed by the filter, 0.2–3.6 ms a refund, and the
 // plan kept until an ANALYZE invalidated it. A merchant with a million payments would read a million
 // index entries for each refund, on the money path, with the payment's row lock to come.
 //
