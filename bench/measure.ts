@@ -135,7 +135,7 @@ export async function tableStats(sql: pg.Pool): Promise<unknown> {
   const r = await sql.query(
     `SELECT relname AS table, n_tup_ins AS inserted, n_tup_upd AS updated, n_tup_hot_upd AS hot_updated,
             n_tup_del AS deleted, n_live_tup AS live, n_dead_tup AS dead
-     FROM pg_stat_user_tables WHERE relname IN ('users', 'idempotency_records', 'orders', 'payments')
+     FROM pg_stat_user_tables WHERE relname IN ('users', 'idempotency_records', 'idempotency_slots', 'orders', 'payments', 'refunds', 'events')
      ORDER BY relname`,
   );
   return r.rows;
