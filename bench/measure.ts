@@ -212,6 +212,14 @@ export async function interleaved(
   const { CONNECTIONS, PROFILE, PROFILE_DIR, log, results, segmentMemory, cpuTable, profiles } = ctx;
   const parts: Record<string, LoadResult[]> = {};
   const cpu: Record<string, Cpu> = {};
+  const wal: Record<string, { bytes: number; checkpoints: number }> = {};
+  // A checkpoint now, before the warm-up: the warm-up then pays the full-page images of the pages
+  // every scenario touches, and no checkpoint falls in a segment (the bench's server waits 30 min
+  // between timed ones, postgres.ts). One landing in a segment cost that segment alone up to a third
+  // of its answers.
+  await ctx.sql
+    .query('CHECKPOINT')
+    .catch((err: Error) => log(`no CHECKPOINT before the rounds: ${err.message}`));
   for (const spec of specs) {
     if (spec.run) continue; // pgbench: no route of the service to warm
     await spec.before?.();
@@ -232,6 +240,7 @@ export async function interleaved(
       if (profiled && ctx.serverChild)
         await ask(ctx.serverChild.child, { type: 'profile-start' }, 'profile-started');
       await spec.before?.();
+      const walBefore = await walNow(ctx.sql);
       const before = cpuNow(ctx, spec.pid);
       const r = spec.run
         ? await spec.run(seconds)
@@ -244,6 +253,14 @@ export async function interleaved(
             final: spec.final,
           });
       const after = cpuNow(ctx, spec.pid);
+      const walAfter = await walNow(ctx.sql);
+      const written = walWritten(walBefore, walAfter);
+      if (written) {
+        const w = wal[spec.name] ?? { bytes: 0, checkpoints: 0 };
+        w.bytes += written.bytes;
+        w.checkpoints += written.checkpoints;
+        wal[spec.name] = w;
+      }
       if (ctx.serverChild) {
         const m = memoryOf(ctx.serverChild.pid);
         segmentMemory.push({ after: `${spec.name} ${round + 1}`, hwmMb: m?.hwmMb, rssMb: m?.rssMb });
@@ -257,7 +274,7 @@ export async function interleaved(
         profiles[spec.name] = (await summariseProfiles(file, log))[0];
       }
       log(
-        `${spec.name} [round ${round + 1}/${rounds}]: ${r.rps.toFixed(0)} ${spec.run ? 'tps' : 'req/s'}, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms${nonFinal(r) ? `, non-final ${nonFinal(r)}` : ''}`,
+        `${spec.name} [round ${round + 1}/${rounds}]: ${r.rps.toFixed(0)} ${spec.run ? 'tps' : 'req/s'}, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms${nonFinal(r) ? `, non-final ${nonFinal(r)}` : ''}${written ? `, WAL ${(written.bytes / Math.max(1, r.created)).toFixed(0)} B/answer${written.checkpoints ? ', a checkpoint ended in it' : ''}` : ''}`,
       );
       const list = parts[spec.name] ?? [];
       list.push(r);
@@ -275,9 +292,55 @@ export async function interleaved(
       loadGenerator: per(used.loadGenerator),
     };
     cpuTable.push({ name, ...cpuMsPerRequest });
-    results[name] = { ...out[name], rounds: list.map((r) => Math.round(r.rps)), cpuMsPerRequest };
+    const w = wal[name];
+    const walPerAnswer = w && {
+      bytes: Math.round(w.bytes / Math.max(1, out[name].created)),
+      checkpointsEnded: w.checkpoints,
+    };
+    results[name] = {
+      ...out[name],
+      rounds: list.map((r) => Math.round(r.rps)),
+      cpuMsPerRequest,
+      walPerAnswer,
+    };
   }
   return out;
+}
+
+interface WalReading {
+  lsn: string;
+  /** The last checkpoint's redo point, from the control file: it moves when a checkpoint ends. */
+  redo: string;
+}
+
+/** Where the server's WAL stands (exact: the statistics' WAL counters lag by up to a second). */
+async function walNow(sql: pg.Pool): Promise<WalReading | undefined> {
+  try {
+    const { rows } = await sql.query<WalReading>(
+      'SELECT pg_current_wal_lsn()::text AS lsn, (SELECT redo_lsn::text FROM pg_control_checkpoint()) AS redo',
+    );
+    return rows[0];
+  } catch {
+    return undefined; // a role without the rights (a server not the bench's own): not reported
+  }
+}
+
+/** WAL bytes written between two readings (the whole server's), and whether a checkpoint ended. */
+function walWritten(
+  before: WalReading | undefined,
+  after: WalReading | undefined,
+): { bytes: number; checkpoints: number } | undefined {
+  if (!before || !after) return undefined;
+  return {
+    bytes: lsnBytes(after.lsn) - lsnBytes(before.lsn),
+    checkpoints: after.redo === before.redo ? 0 : 1,
+  };
+}
+
+/** An LSN ("16/B374D848") as a byte position. */
+function lsnBytes(lsn: string): number {
+  const [hi, lo] = lsn.split('/');
+  return Number.parseInt(hi, 16) * 2 ** 32 + Number.parseInt(lo, 16);
 }
 
 /** `n` orders of the bench's users, inserted in one statement (each writes its order.created event). */

@@ -33,7 +33,9 @@ const PASSWORD = 'postgres';
  *   throw-away directory, with pg_stat_statements preloaded (it ships with the binaries) so that the
  *   statements per request can be listed. Durable settings (fsync and synchronous_commit on, as
  *   `npm start` runs); max_wal_size raised so that the bulk fills do not force checkpoints during a
- *   measurement (the run checkpoints explicitly after each fill instead).
+ *   measurement, and checkpoint_timeout so that no timed one falls in a segment of a paired
+ *   comparison (the run checkpoints explicitly after each fill and before each comparison's rounds:
+ *   measure.ts `settle`, `interleaved`).
  * - DATABASE_URL set: a scratch database is created on that server and dropped at the end.
  */
 export async function openBenchDatabase(
@@ -88,6 +90,8 @@ async function embedded(log: (line: string) => void, tcp: boolean): Promise<Benc
       'pg_stat_statements.track_planning=on',
       '-c',
       'max_wal_size=8GB',
+      '-c',
+      'checkpoint_timeout=30min',
       '-c',
       'max_connections=200',
     ],
