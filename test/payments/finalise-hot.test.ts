@@ -40,20 +40,36 @@ describe('payments: Tx 2 updates the payment, its order and a refund in place (H
     await db?.drop();
   });
 
-  /** Tx 1's record: PROCESSING, owned, with a lease (what the claim inserts). */
-  async function record(scope: string, resource: string) {
-    await c.query(
-      `INSERT INTO idempotency_records (scope_key, request_hash, status, resource_id, owner_token,
-                                        lease_until, user_scope, operation, expires_at)
-       VALUES ($1, 'h', 'PROCESSING', $2, 'owner', now() + interval '1 minute', $3, 'test', now() + interval '1 day')`,
-      [scope, resource, `${MERCHANT}:7`],
-    );
+  type Counts = Record<string, { updated: number; hot: number }>;
+  /** Tx 2's parameters after the scope key: the owner, the record's and the resource's final state. */
+  const FINAL = ['owner', 'SUCCEEDED', 201, '{}', 'SUCCEEDED', null];
+
+  /** Tx 1 for each: the resource row and its PROCESSING record (owned, with a lease), committed together. */
+  async function writeAll<T>(
+    items: T[],
+    insert: string,
+    values: (x: T) => unknown[],
+    key: (x: T) => [string, string],
+  ) {
+    for (const x of items) {
+      await c.query('BEGIN');
+      await c.query(insert, values(x));
+      await c.query(
+        `INSERT INTO idempotency_records (scope_key, request_hash, status, resource_id, owner_token,
+                                          lease_until, user_scope, operation, expires_at)
+         VALUES ($1, 'h', 'PROCESSING', $2, 'owner', now() + interval '1 minute', $3, 'test', now() + interval '1 day')`,
+        [...key(x), `${MERCHANT}:7`],
+      );
+      await c.query('COMMIT');
+    }
   }
 
-  /** One Tx 2 through `call`, and how many of the table's updates in it were HOT. */
-  async function finalise(call: string, params: unknown[], tables: string[]) {
-    // The backend's counts not yet sent to the statistics (they may span earlier transactions), read
-    // before and after the call, in its transaction: nothing is sent in between.
+  /**
+   * Tx 2 for each, one transaction each through `call`; per table, its updates and how many were HOT.
+   * The backend's counts not yet sent to the statistics (they may span earlier transactions) are read
+   * before and after the call, in its transaction: nothing is sent in between.
+   */
+  async function finaliseAll<T>(items: T[], call: string, params: (x: T) => unknown[], tables: string[]) {
     const read = async () =>
       (
         await c.query<{ t: string; updated: string; hot: string }>(
@@ -63,67 +79,41 @@ describe('payments: Tx 2 updates the payment, its order and a refund in place (H
           [tables],
         )
       ).rows;
-    await c.query('BEGIN');
-    const before = await read();
-    const { rows } = await c.query<{ done: number }>(`SELECT ${call} AS done`, params);
-    const after = await read();
-    await c.query('COMMIT');
-    expect(rows[0].done).to.equal(1);
-    return after.map((r, i) => ({
-      t: r.t,
-      updated: Number(r.updated) - Number(before[i].updated),
-      hot: Number(r.hot) - Number(before[i].hot),
-    }));
-  }
-
-  function tally(
-    into: Record<string, { updated: number; hot: number }>,
-    rows: { t: string; updated: number; hot: number }[],
-  ) {
-    for (const r of rows) {
-      const t = into[r.t] ?? { updated: 0, hot: 0 };
-      t.updated += r.updated;
-      t.hot += r.hot;
-      into[r.t] = t;
+    const seen: Counts = {};
+    for (const x of items) {
+      await c.query('BEGIN');
+      const before = await read();
+      const { rows } = await c.query<{ done: number }>(`SELECT ${call} AS done`, params(x));
+      const after = await read();
+      await c.query('COMMIT');
+      expect(rows[0].done).to.equal(1);
+      after.forEach((r, i) => {
+        const t = seen[r.t] ?? { updated: 0, hot: 0 };
+        t.updated += Number(r.updated) - Number(before[i].updated);
+        t.hot += Number(r.hot) - Number(before[i].hot);
+        seen[r.t] = t;
+      });
     }
+    return seen;
   }
 
   it('when every payment is finalised after all were written, then each update of payments and orders is HOT', async () => {
     const { rows: orders } = await c.query<{ id: string; no: string }>(
       'SELECT id::text, merchant_order_no AS no FROM orders ORDER BY id',
     );
-    for (const o of orders) {
-      await c.query('BEGIN');
-      await c.query(
-        `INSERT INTO payments (id, payment_no, merchant_id, merchant_order_no, order_id, user_id, amount, currency)
-         VALUES ($1, $2, $3, $4, $5, 7, 10.50, 'USD')`,
-        [`pay_hot_${o.id}`, `PN-hot-${o.id}`, MERCHANT, o.no, o.id],
-      );
-      await record(`pay-${o.id}`, `pay_hot_${o.id}`);
-      await c.query('COMMIT');
-    }
-    const seen: Record<string, { updated: number; hot: number }> = {};
-    for (const o of orders) {
-      tally(
-        seen,
-        await finalise(
-          'idem_finish_payment($1, $2, $3, $4, $5, $6, $7, $8, now(), $9, $10, true)',
-          [
-            `pay-${o.id}`,
-            'owner',
-            'SUCCEEDED',
-            201,
-            '{}',
-            'SUCCEEDED',
-            null,
-            `ch_${o.id}`,
-            `pay_hot_${o.id}`,
-            o.id,
-          ],
-          ['payments', 'orders'],
-        ),
-      );
-    }
+    await writeAll(
+      orders,
+      `INSERT INTO payments (id, payment_no, merchant_id, merchant_order_no, order_id, user_id, amount, currency)
+       VALUES ($1, $2, $3, $4, $5, 7, 10.50, 'USD')`,
+      (o) => [`pay_hot_${o.id}`, `PN-hot-${o.id}`, MERCHANT, o.no, o.id],
+      (o) => [`pay-${o.id}`, `pay_hot_${o.id}`],
+    );
+    const seen = await finaliseAll(
+      orders,
+      'idem_finish_payment($1, $2, $3, $4, $5, $6, $7, $8, now(), $9, $10, true)',
+      (o) => [`pay-${o.id}`, ...FINAL, `ch_${o.id}`, `pay_hot_${o.id}`, o.id],
+      ['payments', 'orders'],
+    );
     expect(seen.payments).to.deep.equal({ updated: N, hot: N });
     expect(seen.orders).to.deep.equal({ updated: N, hot: N });
   });
@@ -133,37 +123,19 @@ describe('payments: Tx 2 updates the payment, its order and a refund in place (H
       `SELECT id, merchant_order_no AS no, order_id::text AS order FROM payments ORDER BY order_id`,
     );
     expect(payments).to.have.length(N);
-    for (const p of payments) {
-      await c.query('BEGIN');
-      await c.query(
-        `INSERT INTO refunds (id, refund_no, payment_id, merchant_id, user_id, merchant_order_no, amount, currency)
-         VALUES ($1, $2, $3, $4, 7, $5, 1.50, 'USD')`,
-        [`ref_hot_${p.order}`, `RN-hot-${p.order}`, p.id, MERCHANT, p.no],
-      );
-      await record(`ref-${p.order}`, `ref_hot_${p.order}`);
-      await c.query('COMMIT');
-    }
-    const seen: Record<string, { updated: number; hot: number }> = {};
-    for (const p of payments) {
-      tally(
-        seen,
-        await finalise(
-          'idem_finish_refund($1, $2, $3, $4, $5, $6, $7, $8, now(), $9, true)',
-          [
-            `ref-${p.order}`,
-            'owner',
-            'SUCCEEDED',
-            201,
-            '{}',
-            'SUCCEEDED',
-            null,
-            `gr_${p.order}`,
-            `ref_hot_${p.order}`,
-          ],
-          ['refunds', 'payments'],
-        ),
-      );
-    }
+    await writeAll(
+      payments,
+      `INSERT INTO refunds (id, refund_no, payment_id, merchant_id, user_id, merchant_order_no, amount, currency)
+       VALUES ($1, $2, $3, $4, 7, $5, 1.50, 'USD')`,
+      (p) => [`ref_hot_${p.order}`, `RN-hot-${p.order}`, p.id, MERCHANT, p.no],
+      (p) => [`ref-${p.order}`, `ref_hot_${p.order}`],
+    );
+    const seen = await finaliseAll(
+      payments,
+      'idem_finish_refund($1, $2, $3, $4, $5, $6, $7, $8, now(), $9, true)',
+      (p) => [`ref-${p.order}`, ...FINAL, `gr_${p.order}`, `ref_hot_${p.order}`],
+      ['refunds', 'payments'],
+    );
     expect(seen.refunds).to.deep.equal({ updated: N, hot: N });
     expect(seen.payments).to.deep.equal({ updated: N, hot: N });
     const { rows } = await c.query<{ n: number }>(
