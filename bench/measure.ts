@@ -253,8 +253,7 @@ export async function interleaved(
             final: spec.final,
           });
       const after = cpuNow(ctx, spec.pid);
-      const walAfter = await walNow(ctx.sql);
-      const written = walWritten(walBefore, walAfter);
+      const written = await walSince(ctx.sql, walBefore);
       if (written) {
         const w = wal[spec.name] ?? { bytes: 0, checkpoints: 0 };
         w.bytes += written.bytes;
@@ -325,22 +324,22 @@ async function walNow(sql: pg.Pool): Promise<WalReading | undefined> {
   }
 }
 
-/** WAL bytes written between two readings (the whole server's), and whether a checkpoint ended. */
-function walWritten(
-  before: WalReading | undefined,
-  after: WalReading | undefined,
-): { bytes: number; checkpoints: number } | undefined {
-  if (!before || !after) return undefined;
-  return {
-    bytes: lsnBytes(after.lsn) - lsnBytes(before.lsn),
-    checkpoints: after.redo === before.redo ? 0 : 1,
-  };
-}
-
-/** An LSN ("16/B374D848") as a byte position. */
-function lsnBytes(lsn: string): number {
-  const [hi, lo] = lsn.split('/');
-  return Number.parseInt(hi, 16) * 2 ** 32 + Number.parseInt(lo, 16);
+/** WAL written since `since` (the whole server's, by the server's own arithmetic), and whether a checkpoint ended. */
+async function walSince(
+  sql: pg.Pool,
+  since: WalReading | undefined,
+): Promise<{ bytes: number; checkpoints: number } | undefined> {
+  if (!since) return undefined;
+  try {
+    const { rows } = await sql.query<{ bytes: number; redo: string }>(
+      `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8 AS bytes,
+              (SELECT redo_lsn::text FROM pg_control_checkpoint()) AS redo`,
+      [since.lsn],
+    );
+    return { bytes: rows[0].bytes, checkpoints: rows[0].redo === since.redo ? 0 : 1 };
+  } catch {
+    return undefined;
+  }
 }
 
 /** `n` orders of the bench's users, inserted in one statement (each writes its order.created event). */

@@ -36,7 +36,7 @@ export async function reconcileEffect<D extends EffectDeps, Row extends EffectRo
   const run: Run<D, Row, F, Out> = { rec, deps, repair: opts.repair };
   const listed: Listed<Row, F>[] = [];
   for (const row of rows) {
-    // With a listing, a key it does not list was never done; without one, absent: query unavailable.
+    // With a listing, a key it does not list has not been done; without one, absent: query unavailable.
     const mine = listing ? (found.get(rec.key(row)) ?? []) : found.get(rec.key(row));
     if (mine) listed.push(...(await check(run, opts, listing?.undone ?? (() => false), row, mine)));
     else
