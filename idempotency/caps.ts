@@ -28,10 +28,13 @@ export type Cap = 'in-flight' | 'retained';
  * statement that takes its record out of PROCESSING (lease.ts), so the row itself tells, and a
  * concurrent claim that re-checks a row updated under it (READ COMMITTED re-evaluates the condition
  * on the newest row version) sees the holder. A holder whose record is visibly no longer PROCESSING
- * also counts as free (a stale holder heals); one whose record is not visible yet is busy.
+ * also counts as free (a stale holder heals); one whose record is not visible yet is busy. The
+ * holder's record is read by a scalar subquery, never an EXISTS: under the OR, PostgreSQL may hash
+ * an EXISTS, reading every finished record, when the table looked small at planning time (idem_claim
+ * keeps its plan per connection; migration 20261128000401 made it this same condition).
  */
-const SLOT_IS_FREE = `(s.holder IS NULL OR EXISTS (
-      SELECT 1 FROM idempotency_records h WHERE h.scope_key = s.holder AND h.status <> 'PROCESSING'))`;
+const SLOT_IS_FREE = `(s.holder IS NULL OR COALESCE((
+      SELECT h.status <> 'PROCESSING' FROM idempotency_records h WHERE h.scope_key = s.holder), false))`;
 
 export interface ClaimValues {
   scopeKey: string;
