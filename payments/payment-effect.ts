@@ -39,9 +39,12 @@ export const paymentEffect = defineEffect<
   lookup: ({ auth, input }) => paymentLookupStatement(auth, input),
   prepare: (_t, found, { auth, input }) => preparePayment(found[0] as LookupRow | undefined, auth, input),
   read: async (id, t) => (await Payment.findByPk(id, { transaction: t })) ?? undefined,
-  // The charge with `Idempotency-Key: paymentNo`: every attempt of one payment is the same charge.
-  perform: (deps, { paymentNo, amount, currency }) =>
-    gatewayCall(deps, 'charge', () => deps.gateway.charge({ paymentNo, amount: String(amount), currency })),
+  // The charge with `Idempotency-Key: paymentNo`: every attempt of one payment is the same charge. It
+  // stops when our lease ends, as a refund does (its outcome is then unknown: asked first next time).
+  perform: (deps, { paymentNo, amount, currency }, signal) =>
+    gatewayCall(deps, 'charge', () =>
+      deps.gateway.charge({ paymentNo, amount: String(amount), currency }, signal),
+    ),
   query: (deps, { paymentNo }) => gatewayCall(deps, 'query', () => deps.gateway.query(paymentNo)),
   finalise: finalisePayment,
   answer: paymentReply,
