@@ -49,7 +49,13 @@ export class BenchRun implements Options {
   /** The service's RSS after each interleaved segment (which scenario grows it). */
   readonly segmentMemory: Array<{ after: string; hwmMb?: number; rssMb?: number }> = [];
   /** CPU ms per final answer (or pgbench transaction), by process, for the interleaved scenarios. */
-  readonly cpuTable: Array<{ name: string; service: number; postgres: number; loadGenerator: number }> = [];
+  readonly cpuTable: Array<{
+    name: string;
+    service: number;
+    postgres: number;
+    loadGenerator: number;
+    gateway: number;
+  }> = [];
   readonly profiles: Record<string, unknown> = {};
   /** Pids this run started: SIGKILLed on exit whatever happened. */
   readonly pids = new Set<number>();
@@ -69,6 +75,8 @@ export class BenchRun implements Options {
   /** Starts one more instance of the service as `server` was started (same database and settings). */
   launchService!: (name: string) => Promise<Child>;
   postmasterPid: number | undefined;
+  /** The gateway simulator's process: it shares the machine's CPUs with the service and PostgreSQL. */
+  gatewayPid: number | undefined;
   /** Records written by fill() so far (their ids continue from here). */
   fillSeq = 0;
 

@@ -15,8 +15,10 @@ export interface Cpu {
   postgres: number;
   /** This process (autocannon) plus its exited children (pgbench). */
   loadGenerator: number;
+  /** The gateway simulator's process (its own, on the same CPUs: counted apart from the service). */
+  gateway: number;
 }
-/** CPU time used so far (ms) by the service, PostgreSQL (embedded only) and the load generators. */
+/** CPU time used so far (ms) by the service, PostgreSQL (embedded only), the load generators and the gateway simulator. */
 
 export function cpuNow(ctx: BenchRun, servicePid = ctx.serverChild?.pid): Cpu {
   const self = process.cpuUsage();
@@ -24,6 +26,7 @@ export function cpuNow(ctx: BenchRun, servicePid = ctx.serverChild?.pid): Cpu {
     service: servicePid ? cpuOf(servicePid) : Number.NaN,
     postgres: ctx.postmasterPid ? postgresCpuOf(ctx.postmasterPid) : Number.NaN,
     loadGenerator: (self.user + self.system) / 1000 + childrenCpuOfSelf(),
+    gateway: ctx.gatewayPid ? cpuOf(ctx.gatewayPid) : Number.NaN,
   };
 }
 
@@ -264,8 +267,9 @@ export async function interleaved(
         const m = memoryOf(ctx.serverChild.pid);
         segmentMemory.push({ after: `${spec.name} ${round + 1}`, hwmMb: m?.hwmMb, rssMb: m?.rssMb });
       }
-      const used = cpu[spec.name] ?? { service: 0, postgres: 0, loadGenerator: 0 };
-      for (const k of ['service', 'postgres', 'loadGenerator'] as const) used[k] += after[k] - before[k];
+      const used = cpu[spec.name] ?? { service: 0, postgres: 0, loadGenerator: 0, gateway: 0 };
+      for (const k of ['service', 'postgres', 'loadGenerator', 'gateway'] as const)
+        used[k] += after[k] - before[k];
       cpu[spec.name] = used;
       if (profiled && ctx.serverChild) {
         const file = path.join(PROFILE_DIR, `${spec.name}.cpuprofile`);
@@ -289,6 +293,7 @@ export async function interleaved(
       service: per(used.service),
       postgres: per(used.postgres),
       loadGenerator: per(used.loadGenerator),
+      gateway: per(used.gateway),
     };
     cpuTable.push({ name, ...cpuMsPerRequest });
     const w = wal[name];

@@ -40,12 +40,12 @@ export async function report(ctx: BenchRun): Promise<void> {
   if (cpuTable.length > 0) {
     lines.push('CPU time per final answer (ms; pgbench: per transaction), by process:');
     lines.push(
-      `  ${'scenario'.padEnd(20)} ${'service'.padStart(8)} ${'postgres'.padStart(9)} ${'load gen'.padStart(9)}`,
+      `  ${'scenario'.padEnd(20)} ${'service'.padStart(8)} ${'postgres'.padStart(9)} ${'load gen'.padStart(9)} ${'gateway'.padStart(8)}`,
     );
     const f = (v: number) => (Number.isFinite(v) ? v.toFixed(3) : '–');
     for (const c of cpuTable) {
       lines.push(
-        `  ${c.name.padEnd(20)} ${f(c.service).padStart(8)} ${f(c.postgres).padStart(9)} ${f(c.loadGenerator).padStart(9)}`,
+        `  ${c.name.padEnd(20)} ${f(c.service).padStart(8)} ${f(c.postgres).padStart(9)} ${f(c.loadGenerator).padStart(9)} ${f(c.gateway).padStart(8)}`,
       );
     }
     lines.push('');

@@ -101,6 +101,7 @@ async function main(run: BenchRun): Promise<void> {
     readyPath: '/ledger',
   });
   run.pids.add(gateway.pid);
+  run.gatewayPid = gateway.pid;
   run.onCleanup(() => gateway.stop());
   log(`gateway simulator pid ${gateway.pid} at ${gateway.url}`);
   if (PROFILE) await mkdir(PROFILE_DIR, { recursive: true });
