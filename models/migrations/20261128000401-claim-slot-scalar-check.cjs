@@ -1,6 +1,6 @@
 'use strict';
-// idem_claim's free-slot test reads the holder's record by its primary key, whatever the statistics
-// were when the claim was planned.
+// idem_claim's free-slot test reads the holder's record by its primary key, also when the claim was
+// planned on a new database.
 //
 // A slot is free when it has no holder, or when its holder's record is visibly no longer PROCESSING.
 // That second test was `EXISTS (SELECT 1 FROM idempotency_records h WHERE h.scope_key = s.holder AND
@@ -14,8 +14,9 @@
 //
 // The test is now a scalar subquery:
 //   COALESCE((SELECT h.status <> 'PROCESSING' FROM idempotency_records h WHERE h.scope_key = s.holder), false)
-// A scalar subquery is never hashed. It is the primary-key lookup for any table size, and it is true,
-// false or missing (busy) exactly when the EXISTS was.
+// A scalar subquery is never hashed: on a table never ANALYZEd it is the primary-key lookup, and it
+// is true, false or missing (busy) exactly when the EXISTS was. (On tables ANALYZEd while empty, every
+// generic plan of these functions scans instead; 20261128000501 keeps them to their indexes.)
 //
 // The function's text is edited in place: the current definition (pg_get_functiondef, with its SET
 // clause) with the one condition replaced, so nothing else in it can drift. Safe to run twice (an

@@ -92,3 +92,127 @@ describe('claims: a held slot is checked by its holder’s key, whatever the pla
     await c.query('ROLLBACK');
   });
 });
+
+/**
+ * Migration 20261128000501: the claim and Tx 2 keep index plans made on tables ANALYZEd while empty
+ * (a new deployment's first minute), where PostgreSQL's generic plan for each of their statements is
+ * a sequential scan, kept by the connection until the next ANALYZE. One payment plans them on empty
+ * tables; after the tables grew (no ANALYZE: autovacuum is off), the next payment's claim and Tx 2
+ * must not scan any of them.
+ */
+describe('kept plans: the claim and Tx 2 read by key on tables analyzed while empty', function () {
+  this.timeout(60000);
+  const TABLES = ['idempotency_records', 'idempotency_slots', 'payments', 'orders'];
+  let db: IsolatedDatabase;
+  let c: pg.Client;
+
+  before(async () => {
+    db = await createIsolatedDatabase('keptplan');
+    await migrate(db.sequelize);
+    c = new pg.Client(db.url);
+    await c.connect();
+    for (const t of TABLES) await c.query(`ALTER TABLE ${t} SET (autovacuum_enabled = false)`);
+    await c.query(`ANALYZE ${TABLES.join(', ')}`);
+    await c.query(
+      'INSERT INTO idempotency_slots (user_scope, slot) SELECT $1, g FROM generate_series(1, 3) g',
+      [USER],
+    );
+  });
+  after(async () => {
+    await c?.end();
+    await db?.drop();
+  });
+
+  /** This transaction's sequential scans so far, per table (read before and after a call). */
+  const seqScans = async () => {
+    const { rows } = await c.query<{ t: string; n: string }>(
+      'SELECT t, pg_stat_get_xact_numscans(t::regclass) AS n FROM unnest($1::text[]) t',
+      [TABLES],
+    );
+    return Object.fromEntries(rows.map((r) => [r.t, Number(r.n)]));
+  };
+  /** The sequential scans `call` made, per table, in the caller's transaction. */
+  async function scansOf<T>(call: () => Promise<T>): Promise<{ value: T; scans: Record<string, number> }> {
+    const before = await seqScans();
+    const value = await call();
+    const after = await seqScans();
+    return { value, scans: Object.fromEntries(TABLES.map((t) => [t, after[t] - before[t]])) };
+  }
+  const none = Object.fromEntries(TABLES.map((t) => [t, 0]));
+
+  const claim = async (key: string) =>
+    (
+      await c.query<{ claimed: number | null }>(
+        `SELECT claimed FROM idem_claim($1, 'h', $2, 'test', 86400, 3, 1000, NULL, 'owner', 30)`,
+        [key, USER],
+      )
+    ).rows[0].claimed;
+
+  /** One payment as the service writes it: Tx 1 (the claim, the payment row, the link), then Tx 2. */
+  async function pay(n: number) {
+    const key = `keptplan-${n}`;
+    const order = (
+      await c.query<{ id: string }>(
+        `INSERT INTO orders (tenant_id, user_id, merchant_order_no, amount, currency)
+         VALUES ('kp', 7, $1, 10.50, 'USD') RETURNING id::text`,
+        [`kp-${n}`],
+      )
+    ).rows[0].id;
+    await c.query('BEGIN');
+    const claimed = await scansOf(() => claim(key));
+    await c.query(
+      `INSERT INTO payments (id, payment_no, merchant_id, merchant_order_no, order_id, user_id, amount, currency)
+       VALUES ($1, $2, 'kp', $3, $4, 7, 10.50, 'USD')`,
+      [`pay_kp_${n}`, `PN-kp-${n}`, `kp-${n}`, order],
+    );
+    await c.query('UPDATE idempotency_records SET resource_id = $1 WHERE scope_key = $2', [
+      `pay_kp_${n}`,
+      key,
+    ]);
+    await c.query('COMMIT');
+    await c.query('BEGIN');
+    const finished = await scansOf(
+      async () =>
+        (
+          await c.query<{ done: number }>(
+            `SELECT idem_finish_payment($1, 'owner', 'SUCCEEDED', 201, '{}', 'SUCCEEDED', NULL, $2, now(), $3, $4, true) AS done`,
+            [key, `ch_${n}`, `pay_kp_${n}`, order],
+          )
+        ).rows[0].done,
+    );
+    await c.query('COMMIT');
+    return { claimed, finished };
+  }
+
+  it('when a connection planned them on empty tables and the tables grew since, then the next payment scans no table', async () => {
+    // This connection's first payment: the plans it keeps are made on the empty tables.
+    const first = await pay(0);
+    expect([first.claimed.value, first.finished.value]).to.deep.equal([1, 1]);
+    // Other users' slot rows, finished records, orders and payments (no ANALYZE follows), and a
+    // payment in flight holding slot 1.
+    await c.query(
+      `INSERT INTO idempotency_slots (user_scope, slot) SELECT 'other:' || g, 1 FROM generate_series(1, 20000) g`,
+    );
+    await c.query(
+      `INSERT INTO idempotency_records (scope_key, request_hash, status, user_scope, operation, expires_at)
+       SELECT 'other-' || g, 'h', 'SUCCEEDED', 'other:' || g, 'test', now() + interval '1 day'
+       FROM generate_series(1, 20000) g`,
+    );
+    await c.query(
+      `WITH o AS (
+         INSERT INTO orders (tenant_id, user_id, merchant_order_no, amount, currency, status)
+         SELECT 'other', g, 'o-' || g, 10.50, 'USD', 'PAID' FROM generate_series(1, 20000) g RETURNING id, user_id)
+       INSERT INTO payments (id, payment_no, merchant_id, merchant_order_no, order_id, user_id, amount, currency, status)
+       SELECT 'pay_o_' || id, 'PN-o-' || id, 'other', 'o-' || user_id, id, user_id, 10.50, 'USD', 'SUCCEEDED' FROM o`,
+    );
+    await c.query('BEGIN');
+    expect(await claim('keptplan-held')).to.equal(1);
+    await c.query('COMMIT');
+
+    const next = await pay(1);
+    expect(next.claimed.value, 'slot 1 is held by a PROCESSING record').to.equal(2);
+    expect(next.finished.value).to.equal(1);
+    expect(next.claimed.scans, 'sequential scans during the claim').to.deep.equal(none);
+    expect(next.finished.scans, 'sequential scans during Tx 2').to.deep.equal(none);
+  });
+});
