@@ -5,28 +5,36 @@ import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolat
 
 const USER = 'slotplan:1';
 
-/**
- * Migration 20261128000401: idem_claim's free-slot test reads a holder's record by its key whatever
- * the statistics were when the claim was planned. idem_claim keeps one generic plan per connection
- * (20261128000201). Planned on a new database, the older EXISTS form became a hashed SubPlan: once
- * the table had grown, every claim past a held slot read all of idempotency_records. The
- * transaction's own count of sequential scans (pg_stat_get_xact_numscans, read before and after the
- * call in its transaction) shows whether one happened. It is exact, and nothing waits for the
- * statistics.
- */
-describe('claims: a held slot is checked by its holder’s key, whatever the plan was made on', function () {
-  this.timeout(60000);
-  let db: IsolatedDatabase;
-  let c: pg.Client;
+/** A Mode B claim for USER (with a lease, so its record holds its slot) in the caller's transaction. */
+async function claimOn(c: pg.Client, key: string) {
+  const { rows } = await c.query<{ claimed: number | null }>(
+    `SELECT claimed FROM idem_claim($1, 'h', $2, 'test', 86400, 3, 1000, NULL, 'owner', 30)`,
+    [key, USER],
+  );
+  return rows[0].claimed;
+}
 
+/**
+ * For a describe block: a fresh migrated database and one connection to it (handed to `use`), with
+ * autovacuum off on `tables` so that no ANALYZE replaces the plans the connection makes (`analyzed`:
+ * ANALYZEd once while empty), and USER's 3 slot rows.
+ */
+function planningConnection(
+  prefix: string,
+  tables: string[],
+  analyzed: boolean,
+  use: (c: pg.Client) => void,
+) {
+  let db: IsolatedDatabase | undefined;
+  let c: pg.Client | undefined;
   before(async () => {
-    db = await createIsolatedDatabase('slotplan');
+    db = await createIsolatedDatabase(prefix);
     await migrate(db.sequelize);
     c = new pg.Client(db.url);
     await c.connect();
-    // No ANALYZE may replace the plan this connection makes on the empty table.
-    for (const t of ['idempotency_records', 'idempotency_slots'])
-      await c.query(`ALTER TABLE ${t} SET (autovacuum_enabled = false)`);
+    use(c);
+    for (const t of tables) await c.query(`ALTER TABLE ${t} SET (autovacuum_enabled = false)`);
+    if (analyzed) await c.query(`ANALYZE ${tables.join(', ')}`);
     await c.query(
       'INSERT INTO idempotency_slots (user_scope, slot) SELECT $1, g FROM generate_series(1, 3) g',
       [USER],
@@ -36,15 +44,25 @@ describe('claims: a held slot is checked by its holder’s key, whatever the pla
     await c?.end();
     await db?.drop();
   });
+}
 
-  /** A Mode B claim (with a lease, so its record holds its slot) in the caller's transaction. */
-  const claim = async (key: string) =>
-    (
-      await c.query<{ claimed: number | null }>(
-        `SELECT claimed FROM idem_claim($1, 'h', $2, 'test', 86400, 3, 1000, NULL, 'owner', 30)`,
-        [key, USER],
-      )
-    ).rows[0].claimed;
+/**
+ * Migration 20261128000401: idem_claim's free-slot test reads a holder's record by its key also when
+ * the claim was planned on tables never ANALYZEd. idem_claim keeps one generic plan per connection
+ * (20261128000201). Planned on a new database, the older EXISTS form became a hashed SubPlan: once
+ * the table had grown, every claim past a held slot read all of idempotency_records. The
+ * transaction's own count of sequential scans (pg_stat_get_xact_numscans, read before and after the
+ * call in its transaction) shows whether one happened. It is exact, and nothing waits for the
+ * statistics.
+ */
+describe('claims: a held slot is checked by its holder’s key, whatever the plan was made on', function () {
+  this.timeout(60000);
+  let c: pg.Client;
+  // No ANALYZE may replace the plan this connection makes on the empty table.
+  planningConnection('slotplan', ['idempotency_records', 'idempotency_slots'], false, (x) => {
+    c = x;
+  });
+  const claim = (key: string) => claimOn(c, key);
   const seqScans = async () =>
     Number(
       (await c.query<{ n: string }>(`SELECT pg_stat_get_xact_numscans('idempotency_records'::regclass) AS n`))
@@ -103,24 +121,9 @@ describe('claims: a held slot is checked by its holder’s key, whatever the pla
 describe('kept plans: the claim and Tx 2 read by key on tables analyzed while empty', function () {
   this.timeout(60000);
   const TABLES = ['idempotency_records', 'idempotency_slots', 'payments', 'orders'];
-  let db: IsolatedDatabase;
   let c: pg.Client;
-
-  before(async () => {
-    db = await createIsolatedDatabase('keptplan');
-    await migrate(db.sequelize);
-    c = new pg.Client(db.url);
-    await c.connect();
-    for (const t of TABLES) await c.query(`ALTER TABLE ${t} SET (autovacuum_enabled = false)`);
-    await c.query(`ANALYZE ${TABLES.join(', ')}`);
-    await c.query(
-      'INSERT INTO idempotency_slots (user_scope, slot) SELECT $1, g FROM generate_series(1, 3) g',
-      [USER],
-    );
-  });
-  after(async () => {
-    await c?.end();
-    await db?.drop();
+  planningConnection('keptplan', TABLES, true, (x) => {
+    c = x;
   });
 
   /** This transaction's sequential scans so far, per table (read before and after a call). */
@@ -140,13 +143,7 @@ describe('kept plans: the claim and Tx 2 read by key on tables analyzed while em
   }
   const none = Object.fromEntries(TABLES.map((t) => [t, 0]));
 
-  const claim = async (key: string) =>
-    (
-      await c.query<{ claimed: number | null }>(
-        `SELECT claimed FROM idem_claim($1, 'h', $2, 'test', 86400, 3, 1000, NULL, 'owner', 30)`,
-        [key, USER],
-      )
-    ).rows[0].claimed;
+  const claim = (key: string) => claimOn(c, key);
 
   /** One payment as the service writes it: Tx 1 (the claim, the payment row, the link), then Tx 2. */
   async function pay(n: number) {
