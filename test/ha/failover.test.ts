@@ -33,7 +33,7 @@ describe('failover: the leader of a replicated PostgreSQL (Patroni, etcd, HAProx
     await cluster?.down();
   });
 
-  it("when the leader PostgreSQL and its Patroni are SIGKILLed under load, then the synchronous replica takes over, the old leader rejoins as a replica on the new timeline, and a second kill fails over back to it; no acknowledged write is lost, every paid order has one charge, no key executes twice, and apart from the 4xx the load's deliberate variants must get, the only errors are 503 with Retry-After and 202", async () => {
+  it("when the leader PostgreSQL and its Patroni are SIGKILLed under load, then the synchronous replica takes over, the old leader rejoins as a replica on the new timeline, and a second kill fails over back to it; no acknowledged write is lost, every paid order has one charge, no key executes twice, and apart from the 4xx the load's deliberate variants must get and the in-flight cap's 429, the only errors are 503 with Retry-After and 202", async () => {
     if (!cluster) throw new Error('no cluster');
     const { summary, report } = await runFailover({ cluster, rounds: 2, loadMs: 4000, seed: 7 });
     console.log(
