@@ -6,7 +6,7 @@ import type { BenchRun, ReplayKey } from './bench-run.js';
 import { type LoadRequest, type LoadResult, load, nonFinal, percentile } from './load.js';
 import { ask, type Child, cpuOf, memoryOf, postgresCpuOf } from './processes.js';
 import { summariseProfiles } from './profile-summary.js';
-import type { Row } from './report.js';
+import { median, type Row, ratio } from './report.js';
 import { TENANT, USER_BASE, USERS } from './settings.js';
 
 /** Measuring helpers shared by the scenarios: load, CPU, memory, seeding, SQL. */
@@ -196,6 +196,17 @@ export function combine(parts: LoadResult[]): LoadResult {
   return Object.defineProperty(out, 'samples', { value: samples, enumerable: false }) as LoadResult;
 }
 
+/** An arm of `interleaved`: its rounds combined, and each round's rate in order. */
+export type Interleaved = LoadResult & { roundRps: number[] };
+
+/**
+ * The median over rounds of arm a's rate ÷ arm b's in the same round. Reported beside a ratio of
+ * totals: one disturbed segment (an autovacuum, a checkpoint) moves the totals' ratio, not this one.
+ */
+export function medianOfRounds(a: Interleaved, b: Interleaved): number | undefined {
+  return median(a.roundRps.map((rps, i) => ratio(rps, b.roundRps[i])));
+}
+
 /**
  * The throughput scenarios, interleaved: `rounds` rounds, each running every scenario for
  * `seconds`. Machine load and JIT warm-up drift over a run; interleaving spreads that drift over
@@ -211,7 +222,7 @@ export async function interleaved(
   specs: Spec[],
   rounds: number,
   seconds: number,
-): Promise<Record<string, LoadResult>> {
+): Promise<Record<string, Interleaved>> {
   const { CONNECTIONS, PROFILE, PROFILE_DIR, log, results, segmentMemory, cpuTable, profiles } = ctx;
   const parts: Record<string, LoadResult[]> = {};
   const cpu: Record<string, Cpu> = {};
@@ -284,9 +295,9 @@ export async function interleaved(
       parts[spec.name] = list;
     }
   }
-  const out: Record<string, LoadResult> = {};
+  const out: Record<string, Interleaved> = {};
   for (const [name, list] of Object.entries(parts)) {
-    out[name] = combine(list);
+    out[name] = { ...combine(list), roundRps: list.map((r) => r.rps) };
     const per = (ms: number) => Math.round((ms / Math.max(1, out[name].created)) * 1000) / 1000;
     const used = cpu[name];
     const cpuMsPerRequest = {
@@ -301,9 +312,10 @@ export async function interleaved(
       bytes: Math.round(w.bytes / Math.max(1, out[name].created)),
       checkpointsEnded: w.checkpoints,
     };
+    const { roundRps, ...combined } = out[name];
     results[name] = {
-      ...out[name],
-      rounds: list.map((r) => Math.round(r.rps)),
+      ...combined,
+      rounds: roundRps.map(Math.round),
       cpuMsPerRequest,
       walPerAnswer,
     };
