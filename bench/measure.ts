@@ -297,7 +297,8 @@ export async function interleaved(
   }
   const out: Record<string, Interleaved> = {};
   for (const [name, list] of Object.entries(parts)) {
-    out[name] = { ...combine(list), roundRps: list.map((r) => r.rps) };
+    // Added to combine's object, not spread: a spread would drop its non-enumerable `samples`.
+    out[name] = Object.assign(combine(list), { roundRps: list.map((r) => r.rps) });
     const per = (ms: number) => Math.round((ms / Math.max(1, out[name].created)) * 1000) / 1000;
     const used = cpu[name];
     const cpuMsPerRequest = {
