@@ -6,7 +6,7 @@ import type { BenchRun, ReplayKey } from './bench-run.js';
 import { type LoadRequest, type LoadResult, load, nonFinal, percentile } from './load.js';
 import { ask, type Child, cpuOf, memoryOf, postgresCpuOf } from './processes.js';
 import { summariseProfiles } from './profile-summary.js';
-import { median, type Row, ratio } from './report.js';
+import { median, type Row, r2, ratio } from './report.js';
 import { TENANT, USER_BASE, USERS } from './settings.js';
 
 /** Measuring helpers shared by the scenarios: load, CPU, memory, seeding, SQL. */
@@ -200,11 +200,14 @@ export function combine(parts: LoadResult[]): LoadResult {
 export type Interleaved = LoadResult & { roundRps: number[] };
 
 /**
- * The median over rounds of arm a's rate ÷ arm b's in the same round. Reported beside a ratio of
- * totals: one disturbed segment (an autovacuum, a checkpoint) moves the totals' ratio, not this one.
+ * Arm a's rate ÷ arm b's as a row shows it: the ratio of totals (what a target judges), and beside it
+ * the median over rounds of a's rate ÷ b's in the same round, which one disturbed segment (an
+ * autovacuum, a checkpoint) moves less.
  */
-export function medianOfRounds(a: Interleaved, b: Interleaved): number | undefined {
-  return median(a.roundRps.map((rps, i) => ratio(rps, b.roundRps[i])));
+export function armsRatio(a: Interleaved, b: Interleaved): { value: number; text: string } {
+  const value = ratio(a.rps, b.rps);
+  const rounds = median(a.roundRps.map((rps, i) => ratio(rps, b.roundRps[i]))) ?? Number.NaN;
+  return { value, text: `${r2(value)} (median of rounds ${r2(rounds)})` };
 }
 
 /**

@@ -1,6 +1,5 @@
 import type { BenchRun } from '../bench-run.js';
-import { count, interleaved, loadRow, medianOfRounds, ordersToPay, type Spec } from '../measure.js';
-import { r2, ratio } from '../report.js';
+import { armsRatio, count, interleaved, loadRow, ordersToPay, type Spec } from '../measure.js';
 
 /** The outbox's triggers on the tables these scenarios write (CONTRACT section 12; migration 20261127000001). */
 const TRIGGERS = [
@@ -47,10 +46,8 @@ export async function outboxScenario(ctx: BenchRun): Promise<void> {
   const on = r['outbox-on-orders'].created + r['outbox-on-payments'].created;
   results.outbox = { eventsWritten: events, finalAnswersWithTriggers: on, eventsPerAnswer: events / on };
   const compare = (id: string, scenario: string, onArm: string, offArm: string, extra = '') => {
-    const v = ratio(r[onArm].rps, r[offArm].rps);
-    // The target judges the totals; the median of the rounds' own ratios is reported beside them.
-    const rounds = ` (median of rounds ${r2(medianOfRounds(r[onArm], r[offArm]) ?? Number.NaN)})`;
-    rows.push(loadRow(id, scenario, r[onArm], r2(v) + rounds + extra, 'on ÷ off ≥ 0.90', v >= 0.9));
+    const { value, text } = armsRatio(r[onArm], r[offArm]);
+    rows.push(loadRow(id, scenario, r[onArm], text + extra, 'on ÷ off ≥ 0.90', value >= 0.9));
   };
   compare(
     'outbox-orders',

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { BenchRun } from '../bench-run.js';
 import type { LoadRequest } from '../load.js';
-import { interleaved, loadRow, medianOfRounds, ordersToPay, type Spec, seedKeys } from '../measure.js';
+import { armsRatio, interleaved, loadRow, ordersToPay, type Spec, seedKeys } from '../measure.js';
 import { r2, ratio } from '../report.js';
 import { pgbenchSpecs } from './pgbench-specs.js';
 import type { Captures } from './round-trips.js';
@@ -94,11 +94,9 @@ export async function throughputScenarios(ctx: BenchRun, captures?: Captures): P
     theirs: typeof plain | undefined,
   ) => {
     if (!ours || !theirs) return;
-    const v = ratio(ours.rps, theirs.rps);
-    // The target judges the totals; the median of the rounds' own ratios is reported beside them.
-    const rounds = ` (median of rounds ${r2(medianOfRounds(ours, theirs) ?? Number.NaN)})`;
+    const { value, text } = armsRatio(ours, theirs);
     // The row shows the peer's own rate and latency; any non-final answer of the peer fails it.
-    rows.push(loadRow(id, scenario, theirs, r2(v) + rounds, 'service ÷ peer ≥ 1.00', v >= 1));
+    rows.push(loadRow(id, scenario, theirs, text, 'service ÷ peer ≥ 1.00', value >= 1));
   };
   vsPeer('peer-plain', 'Hand-written peer (Express + pg), plain create', plain, r['peer-plain']);
   vsPeer(
