@@ -174,7 +174,6 @@ export class IdempotencyEngine {
     await this.slotRows.ensure(req.userScope);
     const heldPlaceholder = await this.placeholder?.acquire(req.scopeKey);
     try {
-      let waitMs = this.settings.waitMs;
       if (heldPlaceholder === false) {
         // Someone holds the placeholder: most likely a duplicate in flight. Wait for its record by
         // polling, outside PostgreSQL (no connection or lock held), within the same wait bound.
@@ -182,9 +181,8 @@ export class IdempotencyEngine {
         if (found) return await this.answerDuplicate(req, found, signal);
         // Not there yet: the claim below decides, with only the time left of the bound. If the
         // holder is alive it holds the key's row lock and we get 202; if it crashed, we execute.
-        waitMs = Math.max(1, deadline - Date.now());
       }
-      return await this.tryLocal(req, work, waitMs, signal);
+      return await this.tryLocal(req, work, deadline, signal);
     } finally {
       if (heldPlaceholder) await this.placeholder?.release(req.scopeKey, heldPlaceholder);
     }
@@ -262,11 +260,16 @@ export class IdempotencyEngine {
     }
   }
 
-  /** One claim and, when it is ours, the operation. */
+  /**
+   * One claim and, when it is ours, the operation. `deadline`: the end of the request's wait bound
+   * (CONTRACT section 5); the claim's lock_timeout is what is left of it once a pooled connection is
+   * taken, so a wait for the placeholder or for the pool is not waited again on a lock (and
+   * idem_claim leaves the business write only what its own wait left: migration 20261128000601).
+   */
   private async tryLocal(
     req: IdempotentRequest,
     work: LocalWork,
-    waitMs: number,
+    deadline: number,
     signal?: Cancellation,
   ): Promise<Outcome> {
     // Before any connection is taken: a fault here leaves nothing to roll back.
@@ -278,6 +281,7 @@ export class IdempotencyEngine {
     const finish = known && finishStatement(this.finalState(req, known), guard);
     // BEGIN rides with the claim and COMMIT with the final update (folded-transaction.ts).
     const t = await FoldedTransaction.open(this.sequelize);
+    const waitMs = Math.max(1, deadline - Date.now());
     let claim: ClaimResult | { claimed: true; failed: unknown };
     try {
       claim = await claimLocal(
