@@ -52,7 +52,10 @@ describe('idem_claim: a claim that waited leaves only the rest of the wait bound
       await holder.query('SELECT pg_advisory_xact_lock(7648, hashtext($1))', [scope]);
       return holdingTransaction(async (claimant, claimantPid) => {
         const claiming = claimAndReadBound(claimant, tenant, scope);
-        await until(async () => (await blockedBy(holderPid)).includes(claimantPid), 'the claim waits on the key');
+        await until(
+          async () => (await blockedBy(holderPid)).includes(claimantPid),
+          'the claim waits on the key',
+        );
         await new Promise((r) => setTimeout(r, HELD_MS));
         await holder.query('COMMIT');
         return claiming;
