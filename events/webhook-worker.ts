@@ -149,6 +149,12 @@ export class WebhookDeliveries {
 
   private async attempt(delivery: Claimed, deadline: number): Promise<void> {
     const { sequelize, settings, logger } = this.options;
+    if (delivery.attempts >= settings.WEBHOOK_MAX_ATTEMPTS) {
+      // WEBHOOK_MAX_ATTEMPTS was lowered below this delivery's count (a restart with a new setting):
+      // it has had every attempt it is allowed, so it fails without another.
+      await this.exhaust(delivery);
+      return;
+    }
     const [endpoint] = await sqlRows<{ url: string; secret_ciphertext: string; status: string }>(
       sequelize,
       `${TAG} SELECT url, secret_ciphertext, status FROM webhook_endpoints WHERE id = $1`,
@@ -234,6 +240,17 @@ export class WebhookDeliveries {
       ],
     );
     return rows.length > 0;
+  }
+
+  /** FAILED without another attempt; its last attempt's status code and error stay as they were. */
+  private async exhaust(delivery: Claimed): Promise<void> {
+    await sqlRows(
+      this.options.sequelize,
+      `${TAG} UPDATE webhook_deliveries
+          SET status = 'FAILED', next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL, updated_at = now()
+        WHERE id = $1 AND lease_owner = $2::uuid AND status = 'PENDING'`,
+      [delivery.id, delivery.lease_owner],
+    );
   }
 
   /** Gives a claimed delivery back without an attempt (nothing was sent). */

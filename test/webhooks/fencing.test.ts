@@ -171,6 +171,46 @@ describe('webhooks: the claim and the fenced result of an attempt', function () 
     expect(receiver.of(name)).to.have.length(2);
   });
 
+  it("when WEBHOOK_MAX_ATTEMPTS is lowered below a delivery's attempts (a restart), then its next claim fails it without sending, keeping its last result", async () => {
+    const name = `lowered-${uniqueTenant()}`;
+    receiver.hook(name, () => ({ status: 500 }));
+    const { deliveryId } = await oneDelivery(name);
+    const withMax = (max: number) =>
+      new WebhookDeliveries({
+        sequelize,
+        logger: pino({ level: 'silent' }),
+        settings: { ...settings, WEBHOOK_MAX_ATTEMPTS: max },
+        maxInFlight: 1,
+      });
+    const before = withMax(5);
+    for (const attempts of [1, 2]) {
+      expect(await before.dispatch()).to.equal(1);
+      await before.drain();
+      expect(await state(deliveryId)).to.include({ status: 'PENDING', attempts });
+      await sqlRows(
+        sequelize,
+        `UPDATE webhook_deliveries SET next_attempt_at = '2000-01-01T00:00:00Z' WHERE id = $1`,
+        [deliveryId],
+      );
+    }
+    const lowered = withMax(2);
+    expect(await lowered.dispatch()).to.equal(1);
+    await lowered.drain();
+    expect(await state(deliveryId)).to.include({
+      status: 'FAILED',
+      attempts: 2,
+      next_attempt_at: null,
+      lease_owner: null,
+    });
+    const [row] = await sqlRows<{ last_status_code: number; last_error: string }>(
+      sequelize,
+      'SELECT last_status_code, last_error FROM webhook_deliveries WHERE id = $1',
+      [deliveryId],
+    );
+    expect(row).to.deep.equal({ last_status_code: 500, last_error: 'HTTP 500 from the receiver' });
+    expect(receiver.of(name)).to.have.length(2);
+  });
+
   it('when the endpoint is deleted, then its delivery is not claimed', async () => {
     const name = `deleted-${uniqueTenant()}`;
     receiver.hook(name);
