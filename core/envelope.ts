@@ -35,11 +35,15 @@ export function ok<T>(data: T): Envelope<T> & { code: 200; message: 'Success' } 
   return { code: 200, message: 'Success', data };
 }
 
-/** The 202 body of CONTRACT section 2: the first request with this key is still running. */
+/**
+ * The 202 body of CONTRACT section 2 ("message says the request is still processing"): the first
+ * request with this key is still running, or (payments) another key's request for the same order,
+ * or (exports) the task the POST started. One message fits all three.
+ */
 export function processing(resourceId: string | null): Processing {
   return {
     code: 202,
-    message: 'The first request with this Idempotency-Key is still processing',
+    message: 'The request is still processing',
     data: { status: 'PROCESSING', resourceId },
   };
 }
