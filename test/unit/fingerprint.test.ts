@@ -130,7 +130,7 @@ describe('unit: fingerprint normalisation', () => {
   const reference = orderDigest({ merchantOrderNo: 'mo-9', amount: '10.00', currency: 'USD' });
 
   it('when the amount is 10, 10.0, "10", "10.0" or "10.00", then one digest', () => {
-    for (const amount of [10, 10.0, '10', '10.0', '10.00', ' 10.00 ']) {
+    for (const amount of [10, 10.0, '10', '10.0', '10.00']) {
       expect(orderDigest({ merchantOrderNo: 'mo-9', amount }), String(amount)).to.equal(reference);
     }
   });
