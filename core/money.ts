@@ -19,12 +19,13 @@ export function canonicalAmount(text: string): string {
 /**
  * An amount given as a JSON number or string; `10`, `10.0` and `"10.00"` are the same amount and
  * all become "10.00" (so the fingerprint and the stored value agree). A float that does not print
- * with at most two fraction digits (0.1 + 0.2) is refused rather than rounded.
+ * with at most two fraction digits (0.1 + 0.2) is refused rather than rounded. A string is taken as
+ * sent, never trimmed: " 10.00" is no more a decimal than "+10.00" or "10,00" (CONTRACT section 3).
  */
 export const amountSchema = z
   .union([z.number(), z.string()], { error: MESSAGE })
   .transform((v, ctx) => {
-    const text = typeof v === 'number' ? (Number.isFinite(v) ? String(v) : '') : v.trim();
+    const text = typeof v === 'number' ? (Number.isFinite(v) ? String(v) : '') : v;
     if (!DECIMAL.test(text) || Number(text) <= 0) {
       ctx.addIssue({ code: 'custom', message: MESSAGE });
       return z.NEVER;
@@ -39,7 +40,7 @@ export const amountSchema = z
       oneOf: [
         { type: 'number', exclusiveMinimum: 0, maximum: 999999999999.99 },
         // The decimal rule, positive: a lookahead refuses "0", "0.0" and "0.00" as the service does.
-        { type: 'string', pattern: `^\\s*(?!0(\\.0{1,2})?\\s*$)${DECIMAL.source.slice(1, -1)}\\s*$` },
+        { type: 'string', pattern: `^(?!0(\\.0{1,2})?$)${DECIMAL.source.slice(1, -1)}$` },
       ],
     }),
   );

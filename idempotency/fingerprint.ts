@@ -13,6 +13,12 @@ export interface FingerprintInput {
   method: string;
   /** Canonical path with path parameters filled in (aliases already resolved). */
   path: string;
+  /**
+   * The canonical route template the path was filled from (`/api/v1/users/{id}`). The field digests
+   * are bound to it rather than to the filled path: a path parameter is itself a top-level field of
+   * the input, so binding every field to its value would make each field differ with it.
+   */
+  route: string;
   /** Content-Type header as sent; lower-cased, parameters dropped. */
   mediaType: string | undefined;
   apiVersion: string;
@@ -127,9 +133,15 @@ const SECRET_PRESENT = 'secret';
 
 /**
  * One HMAC per top-level field of the normalised body (fp2 rules; non-business fields left out), each
- * bound to the request's method, path, tenant and user, so that a 409 can name the fields that differ
- * from the first request without the plaintext body ever being stored. Truncated to 128 bits: they
- * only ever name fields, they decide nothing. A secret field gets SECRET_PRESENT instead.
+ * bound to the request's method, route template, tenant and user, so that a 409 can name the fields
+ * that differ from the first request without the plaintext body ever being stored. Truncated to 128
+ * bits: they only ever name fields, they decide nothing (the request fingerprint above still covers
+ * the filled path). A secret field gets SECRET_PRESENT instead.
+ *
+ * Bound to the template, not the filled path: a path parameter (`id`) is a field of the input, so a
+ * request to another id names `/id` alone, not every field. Records written before this change hold
+ * digests bound to the filled path, so a 40901 against one of them (within its TTL) may name more
+ * fields than differ; the digests only feed `data.mismatch`, nothing else reads them.
  */
 export function fieldDigests(key: string, input: FingerprintInput): Record<string, string> {
   const body = normaliseValue(input.body);
@@ -145,7 +157,7 @@ export function fieldDigests(key: string, input: FingerprintInput): Record<strin
     const message = JSON.stringify([
       'field1',
       input.method.toUpperCase(),
-      input.path,
+      input.route,
       input.tenantId,
       input.userId,
       field,

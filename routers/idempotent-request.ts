@@ -40,6 +40,7 @@ export function idempotentRequest(
   const fields: FingerprintInput = {
     method: def.openapi.method,
     path,
+    route: def.openapi.path,
     mediaType: ctx.headers['content-type'],
     apiVersion: /^\/api\/(v\d+)\//.exec(path)?.[1] ?? 'v1',
     tenantId,

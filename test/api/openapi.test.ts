@@ -201,7 +201,7 @@ describe('API docs page (GET /docs)', () => {
     const pattern = new RegExp(text?.pattern ?? '$^');
     for (const ok of ['10', '10.5', '10.50', '0.01', '999999999999.99'])
       expect(pattern.test(ok), ok).to.equal(true);
-    for (const bad of ['0', '0.00', '01', '1.234', '1000000000000', '-1', 'ten'])
+    for (const bad of ['0', '0.00', '01', '1.234', '1000000000000', '-1', 'ten', ' 10.00', '10.00\n'])
       expect(pattern.test(bad), bad).to.equal(false);
     expect(doc.paths['/api/v1/users/{id}'].delete.responses).to.have.property('202');
   });

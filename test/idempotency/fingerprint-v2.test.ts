@@ -3,10 +3,10 @@
 import { expect } from 'chai';
 import { fingerprintV1 } from '../../idempotency/fingerprint.js';
 import { http } from '../support/http.js';
-import { TEST_ENV } from '../support/server.js';
+import { sharedServer, TEST_ENV } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
-import { adminOf } from '../support/users.js';
-import { sql } from './support.js';
+import { adminOf, createUser } from '../support/users.js';
+import { sql, viaTrpc } from './support.js';
 
 describe('fingerprint fp2 over HTTP: the same request is never a 40901', () => {
   it('when an order is retried with description null after it was sent without one (and back), then the retry replays', async () => {
@@ -49,6 +49,7 @@ describe('fingerprint fp2 over HTTP: the same request is never a 40901', () => {
     const v1 = fingerprintV1(TEST_ENV.IDEMPOTENCY_HMAC_KEY, {
       method: 'POST',
       path: '/api/v1/orders',
+      route: '/api/v1/orders',
       mediaType: 'application/json',
       apiVersion: 'v1',
       tenantId: tenant,
@@ -97,6 +98,37 @@ describe('409 40901 names the fields that differ (data.mismatch: JSON pointers)'
     const viaTrpc = await http('POST', '/trpc/orders.create', { headers, body: { ...first, amount: 12 } });
     expect(viaTrpc.status).to.equal(409);
     expect(viaTrpc.body.error.data.mismatch).to.deep.equal(['/amount']);
+  });
+
+  it('when the same key and body go to another user id (PATCH, then PUT status), then 409 40901 naming only /id, on both transports', async () => {
+    const tenant = uniqueTenant();
+    const [four, five] = [await createUser(tenant), await createUser(tenant)];
+    const headers = { ...adminOf(tenant), 'Idempotency-Key': idempotencyKey() };
+    const body = { name: 'Same', age: 5 };
+    const first = await http('PATCH', `/api/v1/users/${four.id}`, { headers, body });
+    expect(first.status, first.text).to.equal(200);
+    const other = await http('PATCH', `/api/v1/users/${five.id}`, { headers, body });
+    expect(other.status, other.text).to.equal(409);
+    expect(other.body).to.deep.include({ code: 40901, data: { mismatch: ['/id'] } });
+    const trpc = await viaTrpc((await sharedServer()).url, headers, (c) =>
+      c.users.update.mutate({ id: five.id, ...body }),
+    );
+    expect(trpc.status).to.equal(409);
+    expect(trpc.body.data).to.deep.equal({ mismatch: ['/id'] });
+
+    const statusHeaders = { ...adminOf(tenant), 'Idempotency-Key': idempotencyKey() };
+    const disabled = { status: 'DISABLED' };
+    const set = await http('PUT', `/api/v1/users/${four.id}/status`, {
+      headers: statusHeaders,
+      body: disabled,
+    });
+    expect(set.status, set.text).to.equal(200);
+    const setOther = await http('PUT', `/api/v1/users/${five.id}/status`, {
+      headers: statusHeaders,
+      body: disabled,
+    });
+    expect(setOther.status, setOther.text).to.equal(409);
+    expect(setOther.body.data).to.deep.equal({ mismatch: ['/id'] });
   });
 
   it('when only a non-business field differs (traceId) or the amount is spelled otherwise, then it is a replay, not a 409', async () => {

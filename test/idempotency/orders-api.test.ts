@@ -100,6 +100,18 @@ describe('orders: POST /api/v1/orders (CONTRACT section 3)', () => {
     expect(await ordersOf(tenant)).to.deep.equal([]);
   });
 
+  it('when the amount string has whitespace around it, then 400 in the envelope with the amount rule, as "+10.00" and "10,00" are, and no order', async () => {
+    const tenant = uniqueTenant();
+    for (const amount of [' 10.00', '10.00 ', '\t10', '10.00\n', '+10.00', '10,00']) {
+      const res = await newOrder(tenant, '860000001', { merchantOrderNo: 'mo-ws', amount });
+      expectFailure(res, 400);
+      expect(res.body.message, JSON.stringify(amount)).to.equal(
+        'amount: must be a positive decimal with at most 12 integer and 2 fraction digits',
+      );
+    }
+    expect(await ordersOf(tenant)).to.deep.equal([]);
+  });
+
   it('when the largest amount 123456789012.99 is sent as a number, then it is stored and rendered exactly', async () => {
     const tenant = uniqueTenant();
     const order = expectSuccess(

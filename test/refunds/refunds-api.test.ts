@@ -109,6 +109,22 @@ describe('refunds: the API (in-process gateway simulator)', function () {
     expect((await ledger()).refunds.filter((r) => r.paymentNo === payment.paymentNo)).to.deep.equal([]);
   });
 
+  it('when the same key and body go to another payment, then 409 40901 naming only /id, and nothing is refunded there', async () => {
+    const tenant = uniqueTenant('rf');
+    const auth = bearer(tenant, owner);
+    const [first, second] = [
+      await paidPayment(undefined, auth, '10.00'),
+      await paidPayment(undefined, auth, '10.00'),
+    ];
+    const key = idempotencyKey();
+    const body = { amount: '5', reason: 'damaged' };
+    expect((await refund(undefined, auth, first.id, key, body)).status).to.equal(201);
+    const other = await refund(undefined, auth, second.id, key, body);
+    expect(other.status, other.text).to.equal(409);
+    expect(other.body).to.deep.include({ code: 40901, data: { mismatch: ['/id'] } });
+    expect((await ledger()).refunds.filter((r) => r.paymentNo === second.paymentNo)).to.deep.equal([]);
+  });
+
   it('when the checks fail, then 404 (no payment, another tenant), 403 (another user), 40903 (not SUCCEEDED), in that order', async () => {
     const tenant = uniqueTenant('rf');
     const auth = bearer(tenant, owner);

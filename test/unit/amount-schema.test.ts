@@ -23,7 +23,10 @@ describe('unit: amountSchema (positive, ≤ 12 integer digits, ≤ 2 fraction di
     expect(accepted(0.01)).to.equal('0.01');
     expect(accepted('0.5')).to.equal('0.50');
     expect(accepted(10.5)).to.equal('10.50');
-    expect(accepted(' 7.25 ')).to.equal('7.25');
+  });
+
+  it('when a string amount has whitespace around it (" 10.00", "10.00 ", "\\t10", "10.00\\n"), then refused, never trimmed', () => {
+    for (const v of [' 10.00', '10.00 ', '\t10', '10.00\n', ' 7.25 ', '10 .00']) refused(v);
   });
 
   it('when the largest amount 123456789012.99 is parsed (number or string), then it is accepted exactly', () => {
