@@ -39,6 +39,12 @@ export interface IdempotentRequest extends ClaimRequest {
   /** Canonical REST path of the resource a 202 points at, when its id is known. */
   location?: (resourceId: string) => string;
   /**
+   * The id of the existing resource the request acts on (a PATCH, PUT or DELETE of `/…/{id}`): known
+   * before any record is, so an in-flight duplicate's 202 names it (CONTRACT section 7: `Location` on
+   * a 202 whose resource id is known).
+   */
+  subjectId?: string;
+  /**
    * The answer rebuilt from the resource itself, for a stored answer that can no longer be decrypted
    * (payments: the payment row holds everything its answer says). undefined: cannot be rebuilt.
    */
@@ -428,10 +434,11 @@ export class IdempotencyEngine {
    * when trying again is useful, in whole seconds, at least 1: the time left on the running attempt's
    * lease when there is one (a retry can take over only then), else the wait bound.
    */
-  inFlight(req: IdempotentRequest, resourceId: string | null, retryAfterMs = this.settings.waitMs): Outcome {
+  inFlight(req: IdempotentRequest, recorded: string | null, retryAfterMs = this.settings.waitMs): Outcome {
     const headers: Record<string, string> = {
       'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))),
     };
+    const resourceId = recorded ?? req.subjectId ?? null;
     if (resourceId && req.location) headers.Location = req.location(resourceId);
     return { kind: 'in_flight', reply: { status: 202, headers, body: processing(resourceId) } };
   }

@@ -53,12 +53,15 @@ export function idempotentRequest(
   // its record (a replay) needs neither; a claim stores the field digests, a 409 compares them.
   let legacyHash: string | undefined;
   let fieldHashes: Record<string, string> | undefined;
+  // Not a create (no location of a created resource): the existing resource its path names, if any.
+  const subject = location ? undefined : subjectOf(def.openapi.path, body);
   return {
     scopeKey: scopeKey(tenantId, userId, operation, key),
     userScope: userScope(tenantId, userId),
     operation,
     ttlHours: def.ttlHours?.(config) ?? config.IDEMPOTENCY_TTL_HOURS,
-    location,
+    location: location ?? subject?.location,
+    subjectId: subject?.id,
     requestHash: fingerprint(hmacKey, fields),
     get legacyHash() {
       legacyHash ??= fingerprintV1(hmacKey, fields);
@@ -69,6 +72,21 @@ export function idempotentRequest(
       return fieldHashes;
     },
   };
+}
+
+/**
+ * The resource an operation on `/api/vN/<collection>/{id}[/…]` acts on (a PATCH, PUT or DELETE of a
+ * user, a DELETE of a webhook endpoint): its id from the input and its canonical path, which an
+ * in-flight duplicate's 202 names (`Location`, `data.resourceId`).
+ */
+function subjectOf(
+  route: string,
+  body: unknown,
+): { id: string; location: (id: string) => string } | undefined {
+  const base = /^\/api\/v\d+\/[^/{}]+\/\{id\}/.exec(route)?.[0];
+  const id = fieldOf(body, 'id');
+  if (!base || (typeof id !== 'string' && typeof id !== 'number')) return undefined;
+  return { id: String(id), location: (rid) => base.replace('{id}', encodeURIComponent(rid)) };
 }
 
 function fieldOf(value: unknown, name: string): unknown {

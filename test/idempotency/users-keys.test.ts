@@ -4,7 +4,7 @@ import { http } from '../support/http.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 import { adminOf, createUser, OPERATOR_ID, userRow } from '../support/users.js';
-import { expectFailure, recordsOf, viaTrpc } from './support.js';
+import { expectFailure, holdingTransaction, recordsOf, viaTrpc } from './support.js';
 
 const replayed = (res: { headers: Headers }) => res.headers.get('idempotent-replayed');
 
@@ -205,5 +205,23 @@ describe('Idempotency-Key on users mutations (optional key, Mode A)', () => {
     expect((await userRow(user.id))?.name).to.equal('Keep');
     expect((await userRow(user.id))?.status).to.equal('ACTIVE');
     expect(await recordsOf(tenant)).to.deep.equal([]);
+  });
+
+  it('when a PATCH of a user finds its key in flight past the wait bound, then 202 names that user: Location /api/v1/users/{id} and data.resourceId', async () => {
+    const tenant = uniqueTenant();
+    const user = await createUser(tenant, { username: 'in_flight' });
+    const key = idempotencyKey();
+    const headers = { ...adminOf(tenant), 'Idempotency-Key': key };
+    // As a duplicate in flight on another instance: its transaction holds the key's lock.
+    const answer = await holdingTransaction(async (holder) => {
+      await holder.query('SELECT pg_advisory_xact_lock(7648, hashtext($1))', [
+        scopeKey(tenant, OPERATOR_ID, 'users.update', key),
+      ]);
+      return http('PATCH', `/api/v1/users/${user.id}`, { headers, body: { age: 9 } });
+    });
+    expect(answer.status, answer.text).to.equal(202);
+    expect(answer.headers.get('location')).to.equal(`/api/v1/users/${user.id}`);
+    expect(answer.body.data).to.deep.equal({ status: 'PROCESSING', resourceId: String(user.id) });
+    expect(answer.headers.get('retry-after')).to.match(/^[1-9][0-9]*$/);
   });
 });
