@@ -31,6 +31,15 @@ export interface Position {
 
 export const START: Position = { txId: 0n, seq: 0n };
 
+/**
+ * The last position below a snapshot's xmin: every event at or before it belongs to a transaction
+ * that has ended (it is visible, or it never will be), and every event still to commit comes after it.
+ */
+export const positionBelow = (xmin: bigint): Position => ({ txId: xmin - 1n, seq: 2n ** 63n - 1n });
+
+const later = (a: Position, b: Position): Position =>
+  a.txId > b.txId || (a.txId === b.txId && a.seq > b.seq) ? a : b;
+
 const ID = /^evt_(\d{1,20})_(\d{1,19})$/;
 
 /** The position an event id (or a cursor: the same form) names; undefined when it is not one. */
@@ -77,23 +86,32 @@ export interface FeedEvent {
   event: EventDto;
 }
 
+/** A page of the feed, and where the next read of the same query starts (CONTRACT section 12 `next`). */
+export interface FeedPage {
+  events: FeedEvent[];
+  next: Position;
+}
+
 /**
  * The events after `after`, in feed order, that no later commit can precede.
  *
  * The trap (DESIGN "Events: the transactional outbox"): sequence numbers are taken at INSERT and
  * transactions commit in another order, so "seq > last seen" skips an event whose transaction was
  * still open when a later one was read. Here the order is (tx_id, seq) and only events of
- * transactions below the statement's snapshot xmin are shown: each of those has ended, and every
- * transaction still open or yet to start has a tx_id at or above that xmin, so nothing can ever
- * appear before a position already read. The cost: an event waits for every older writing
+ * transactions below the statement's snapshot xmin (the horizon) are shown: each of those has ended,
+ * and every transaction still open or yet to start has a tx_id at or above that xmin, so nothing can
+ * ever appear before a position already read. The cost: an event waits for every older writing
  * transaction (in the whole cluster) to end; the service keeps its writing transactions short.
+ *
+ * `next`: after a full page, its last event (more may follow below the horizon). After a shorter one
+ * the query has seen every event it matches up to the horizon, and nothing can commit there any more,
+ * so `next` is the horizon itself (positionBelow), read in the same statement (the same snapshot) as
+ * the page: a reader of a rare type, or of a user with few events among many, moves past the events
+ * it skipped instead of scanning them again at every read. Never before `after`.
  */
-export async function readFeed(sequelize: Sequelize, q: FeedQuery): Promise<FeedEvent[]> {
+export async function readFeedPage(sequelize: Sequelize, q: FeedQuery): Promise<FeedPage> {
   const values: unknown[] = [q.after.txId.toString(), q.after.seq.toString(), q.limit];
-  const where: string[] = [
-    '(e.tx_id, e.seq) > ($1::xid8, $2::bigint)',
-    'e.tx_id < pg_snapshot_xmin(pg_current_snapshot())',
-  ];
+  const where: string[] = ['(e.tx_id, e.seq) > ($1::xid8, $2::bigint)', 'e.tx_id < h.xmin'];
   if (q.tenantId !== undefined) {
     values.push(q.tenantId);
     where.push(`e.tenant_id = $${values.length}`);
@@ -106,13 +124,26 @@ export async function readFeed(sequelize: Sequelize, q: FeedQuery): Promise<Feed
     values.push(q.types);
     where.push(`e.type = ANY ($${values.length}::text[])`);
   }
-  const rows = await sqlRows<EventRow>(
+  // One row even when the page is empty (the horizon alone, its event columns null).
+  const rows = await sqlRows<Partial<EventRow> & { horizon: string }>(
     sequelize,
-    `SELECT ${EVENT_COLUMNS}
-       FROM events e WHERE ${where.join(' AND ')} ORDER BY e.tx_id, e.seq LIMIT $3`,
+    `SELECT h.xmin::text AS horizon, page.*
+       FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) h
+       LEFT JOIN LATERAL (SELECT ${EVENT_COLUMNS}
+                            FROM events e WHERE ${where.join(' AND ')} ORDER BY e.tx_id, e.seq LIMIT $3) page ON true
+      ORDER BY page.tx_id::xid8, page.seq`,
     values,
   );
-  return rows.map(toFeedEvent);
+  const events = rows.filter((r): r is EventRow & { horizon: string } => r.id != null).map(toFeedEvent);
+  const last = events.at(-1);
+  const next =
+    last && events.length >= q.limit ? last.position : later(q.after, positionBelow(BigInt(rows[0].horizon)));
+  return { events, next };
+}
+
+/** readFeedPage's events alone (a reader that keeps its position at the last event it handled). */
+export async function readFeed(sequelize: Sequelize, q: FeedQuery): Promise<FeedEvent[]> {
+  return (await readFeedPage(sequelize, q)).events;
 }
 
 export function toFeedEvent(r: EventRow): FeedEvent {

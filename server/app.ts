@@ -13,7 +13,7 @@ import { contextFor } from './context-for.js';
 import { docsRouter } from './docs.js';
 import { exportFileOtherMethods, exportFileRoute } from './export-file.js';
 import { healthRouter } from './health.js';
-import { errorHandler, notFoundHandler, sendError } from './http-errors.js';
+import { errorHandler, notFoundHandler, sendError, writeJson, writeJsonText } from './http-errors.js';
 import { localsOf } from './locals.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { requestId } from './request-id.js';
@@ -72,14 +72,14 @@ function createExpressApp(services: AppServices, openapiDoc: ReturnType<typeof b
         setFailpoints(typeof req.body === 'string' ? req.body : '');
         res.status(204).end();
       } catch (err) {
-        res.status(400).json({ code: 400, message: (err as Error).message, data: null });
+        writeJson(res, 400, {}, { code: 400, message: (err as Error).message, data: null });
       }
     });
   }
   app.use(docsRouter());
-  app.get('/openapi.json', (_req: Request, res: Response) => {
-    res.json(openapiDoc);
-  });
+  // The document is fixed once built: serialised once, not per request.
+  const openapiJson = JSON.stringify(openapiDoc);
+  app.get('/openapi.json', (_req: Request, res: Response) => writeJsonText(res, 200, {}, openapiJson));
   app.get('/metrics', async (_req: Request, res: Response) => {
     res.type(services.metrics.registry.contentType).send(await services.metrics.registry.metrics());
   });

@@ -2,20 +2,20 @@ import express, { type Router } from 'express';
 import { MethodNotAllowed, ServiceUnavailable } from '../core/errors.js';
 import { migrationsApplied } from '../models/migrate.js';
 import type { Services } from '../routers/context.js';
-import { sendError } from './http-errors.js';
+import { sendError, writeJson } from './http-errors.js';
+
+const OK = { code: 200, message: 'Success', data: { status: 'ok' } };
 
 export function healthRouter(services: Services): Router {
   const r = express.Router({ strict: true });
-  r.get('/healthz', (_req, res) => {
-    res.json({ code: 200, message: 'Success', data: { status: 'ok' } });
-  });
+  r.get('/healthz', (_req, res) => writeJson(res, 200, {}, OK));
   r.get('/readyz', async (_req, res) => {
     try {
       await services.sequelize.query('SELECT 1');
       if (!(await migrationsApplied(services.sequelize))) {
         return sendError(res, new ServiceUnavailable('Migrations not applied', 5));
       }
-      res.json({ code: 200, message: 'Success', data: { status: 'ok' } });
+      writeJson(res, 200, {}, OK);
     } catch {
       sendError(res, new ServiceUnavailable('Database unreachable', 5));
     }

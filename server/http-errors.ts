@@ -10,15 +10,22 @@ import {
 import { errorAnswer } from '../routers/error-answer.js';
 
 /**
+ * The media type of every JSON answer, exactly (CONTRACT section 2), as the procedures' answers carry
+ * it: no `charset` parameter, which JSON does not define (RFC 8259: always UTF-8) and which Express's
+ * `res.json()` would add. So no REST answer goes out through `res.json()`: only through writeJson.
+ */
+const JSON_MEDIA_TYPE = 'application/json';
+
+/**
  * A JSON answer on a plain node response (Express's `res.status().set().json()` without Express: the
- * REST front answers outside it). A 204, or no body, ends without one; HEAD drops the body in node.
+ * REST front answers outside it; Express's routes answer through it too, for the media type). A 204,
+ * or no body, ends without one; HEAD drops the body in node.
  */
 export function writeJson(
   res: ServerResponse,
   status: number,
   headers: Record<string, string>,
   body: unknown,
-  contentType = 'application/json; charset=utf-8',
 ): void {
   if (status === 204 || body === undefined) {
     res.statusCode = status;
@@ -26,7 +33,7 @@ export function writeJson(
     res.end();
     return;
   }
-  writeJsonText(res, status, headers, JSON.stringify(body), contentType);
+  writeJsonText(res, status, headers, JSON.stringify(body));
 }
 
 /** writeJson for a body already serialised (a replay's stored bytes, sent as they are). */
@@ -35,11 +42,10 @@ export function writeJsonText(
   status: number,
   headers: Record<string, string>,
   json: string,
-  contentType = 'application/json; charset=utf-8',
 ): void {
   res.statusCode = status;
   for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
-  res.setHeader('Content-Type', contentType);
+  res.setHeader('Content-Type', JSON_MEDIA_TYPE);
   res.end(json);
 }
 

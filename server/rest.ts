@@ -156,7 +156,7 @@ export function createRestFront(router: AppRouter, paths: Record<string, object>
         logger.error({ err: error, reqId: localsOf(res).requestId }, 'unhandled error');
       }
       const meta = errorMeta(error, req);
-      writeJson(res, meta.status, meta.headers, answer.body, 'application/json');
+      writeJson(res, meta.status, meta.headers, answer.body);
     }
   };
 
@@ -189,9 +189,8 @@ export function createRestFront(router: AppRouter, paths: Record<string, object>
 function sendResult(res: ServerResponse, delivered: Delivered | undefined, declared: number, data: unknown) {
   const status = delivered?.status ?? declared;
   const headers = delivered?.headers ?? {};
-  if (delivered?.bodyJson !== undefined)
-    writeJsonText(res, status, headers, delivered.bodyJson, 'application/json');
-  else writeJson(res, status, headers, data, 'application/json');
+  if (delivered?.bodyJson !== undefined) writeJsonText(res, status, headers, delivered.bodyJson);
+  else writeJson(res, status, headers, data);
 }
 
 /** A request for a REST route, once routed. */

@@ -3,7 +3,15 @@ import type { Sequelize } from 'sequelize';
 import { ServiceUnavailable } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
 import { sqlRows } from '../../core/sql.js';
-import { formatPosition, type Position, parsePosition, readFeed, START } from '../../events/feed.js';
+import {
+  formatPosition,
+  type Position,
+  parsePosition,
+  positionBelow,
+  readFeed,
+  readFeedPage,
+  START,
+} from '../../events/feed.js';
 import { feedWaker } from '../../events/feed-waker.js';
 import type { EventPage, ListEventsInput, OnEventInput } from './events.schema.js';
 
@@ -22,15 +30,13 @@ export async function listEvents(
   auth: Identity,
   input: ListEventsInput,
 ): Promise<EventPage> {
-  const after = positionOf(input.after);
-  const page = await readFeed(sequelize, {
+  const page = await readFeedPage(sequelize, {
     ...visibleTo(auth),
-    after,
+    after: positionOf(input.after),
     limit: input.limit,
     types: input.types,
   });
-  const last = page.at(-1);
-  return { items: page.map((e) => e.event), next: formatPosition(last ? last.position : after) };
+  return { items: page.events.map((e) => e.event), next: formatPosition(page.next) };
 }
 
 /** Events one read of a subscriber takes; a full page is followed by the next read at once. */
@@ -46,7 +52,7 @@ export async function headPosition(sequelize: Sequelize): Promise<Position> {
     sequelize,
     'SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin',
   );
-  return { txId: BigInt(row.xmin) - 1n, seq: 2n ** 63n - 1n };
+  return positionBelow(BigInt(row.xmin));
 }
 
 /**

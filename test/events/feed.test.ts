@@ -1,4 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
+import pg from 'pg';
+import { subscribe } from '../support/event-subscriber.js';
 import { http } from '../support/http.js';
 import { createOrder } from '../support/orders.js';
 import { sharedServer } from '../support/server.js';
@@ -8,6 +11,14 @@ import { expectError, expectSuccess } from '../support/users.js';
 
 type Event = { id: string; type: string; createdAt: string; data: Record<string, unknown> };
 type Page = { items: Event[]; next: string };
+
+/** Feed order of two cursors (event ids or `next` values): negative when `a` comes first. */
+function compare(a: string, b: string): number {
+  const [ta, sa] = a.slice(4).split('_').map(BigInt);
+  const [tb, sb] = b.slice(4).split('_').map(BigInt);
+  if (ta !== tb) return ta < tb ? -1 : 1;
+  return sa === sb ? 0 : sa < sb ? -1 : 1;
+}
 
 async function feed(auth: Record<string, string>, query = ''): Promise<Page> {
   return expectSuccess(await http('GET', `/api/v1/events${query}`, { headers: auth }));
@@ -26,10 +37,22 @@ async function wholeFeed(auth: Record<string, string>, limit: number, types?: st
     const page = await feed(auth, `?${q}`);
     expect(page.items.length).to.be.at.most(limit);
     items.push(...page.items);
-    if (page.items.length > 0) expect(page.next).to.equal(page.items.at(-1)?.id);
-    else expect(page.next).to.equal(after ?? 'evt_0_0');
+    // A full page: its last event (more may follow). A shorter one: the horizon the read reached,
+    // at or past its last event (or `after`), never before.
+    const last = page.items.at(-1)?.id ?? after ?? 'evt_0_0';
+    if (page.items.length === limit) expect(page.next).to.equal(last);
+    else expect(compare(page.next, last)).to.be.at.least(0);
     if (page.items.length < limit) return { items, next: page.next };
     after = page.next;
+  }
+}
+
+/** Until the condition holds, bounded: a subscriber's events arrive asynchronously. */
+async function until(what: string, condition: () => boolean, ms = 10000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await sleep(20);
   }
 }
 
@@ -80,9 +103,10 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
         `${all.items[i - 1].id} before ${all.items[i].id}`,
       ).to.be.true;
     }
-    // After the last event: an empty page whose next is that cursor again.
+    // After the last event: an empty page whose next is that cursor, or a later one.
     const after = await feed(admin, `?after=${all.next}`);
-    expect(after).to.deep.equal({ items: [], next: all.next });
+    expect(after.items).to.deep.equal([]);
+    expect(compare(after.next, all.next)).to.be.at.least(0);
   });
 
   it('when a user reads the feed, then only the events of their own resources; another tenant sees none of them', async () => {
@@ -94,7 +118,10 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
     expect(mine).to.have.length(5);
     const bobs = (await wholeFeed(bob, 100)).items;
     expect(bobs).to.have.length(4);
-    expect(await feed(stranger)).to.deep.equal({ items: [], next: 'evt_0_0' });
+    // The stranger sees nothing, and its cursor is already past every event of this tenant.
+    const strangers = await feed(stranger);
+    expect(strangers.items).to.deep.equal([]);
+    expect(compare(strangers.next, all.at(-1)?.id ?? '')).to.be.greaterThan(0);
   });
 
   it('when types are given, then only those types, in the same order', async () => {
@@ -117,6 +144,84 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
     });
     expect(trpc).to.deep.equal({ code: 200, message: 'Success', data: rest });
     expect(rest.items.length).to.be.greaterThan(0);
+  });
+
+  it("when every event after the cursor is of another type or another user's, then the empty page's next is past them, and a later matching event is still read from that next (and by a subscriber resuming from it)", async () => {
+    const feedSkip = uniqueTenant('feed-skip');
+    const adminId = '820000011';
+    const admin = bearer(feedSkip, adminId, 'admin');
+    const carol = bearer(feedSkip, '820000012');
+    const dave = bearer(feedSkip, '820000013');
+    for (let i = 0; i < 3; i++) await createOrder(undefined, carol, `c-${i}`);
+    const skipped = (await wholeFeed(admin, 100)).items;
+    expect(skipped.map((e) => e.type)).to.deep.equal(Array(3).fill('order.created'));
+    const newest = skipped[2].id;
+
+    // A rare type, and a user none of whose events are among them: nothing to read, and no reason
+    // to scan the same events again next time.
+    const rare = await feed(admin, '?types=order.paid');
+    expect(rare.items).to.deep.equal([]);
+    expect(compare(rare.next, newest)).to.be.greaterThan(0);
+    const daves = await feed(dave);
+    expect(daves.items).to.deep.equal([]);
+    expect(compare(daves.next, newest)).to.be.greaterThan(0);
+    const { url } = await sharedServer();
+    const overTrpc = await trpcClient(url, admin).client.events.list.query({ types: 'order.paid' });
+    expect(overTrpc.data.items).to.deep.equal([]);
+    expect(compare(overTrpc.data.next, newest)).to.be.greaterThan(0);
+
+    const resumed = subscribe({ url }, feedSkip, adminId, 'admin', {
+      types: ['order.paid'],
+      lastEventId: rare.next,
+    });
+    try {
+      await resumed.started;
+      await payOrder(carol, 'c-0');
+      await createOrder(undefined, dave, 'd-0');
+      const paid = await feed(admin, `?types=order.paid&after=${rare.next}`);
+      expect(paid.items.map((e) => [e.type, e.data.merchantOrderNo])).to.deep.equal([['order.paid', 'c-0']]);
+      const davesLater = await feed(dave, `?after=${daves.next}`);
+      expect(davesLater.items.map((e) => [e.type, e.data.merchantOrderNo])).to.deep.equal([
+        ['order.created', 'd-0'],
+      ]);
+      await until('the resumed subscriber received the order.paid', () => resumed.received.length >= 1);
+      expect(resumed.received.map((e) => e.id)).to.deep.equal(paid.items.map((e) => e.id));
+      expect(resumed.errors).to.deep.equal([]);
+    } finally {
+      resumed.close();
+    }
+  });
+
+  it('when a transaction that wrote an event is still open while a later one commits, then next stops before its event, and a read from that next after it commits returns both, in feed order', async () => {
+    const feedOpen = uniqueTenant('feed-open');
+    const adminId = '820000021';
+    const admin = bearer(feedOpen, adminId, 'admin');
+    const held = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+    await held.connect();
+    try {
+      await held.query('BEGIN');
+      const inserted = await held.query(
+        `INSERT INTO orders (id, tenant_id, user_id, merchant_order_no, amount, currency, status, created_at, updated_at)
+         VALUES (nextval('orders_id_seq'), $1, $2, 'held', 1, 'USD', 'CREATED', now(), now()) RETURNING id`,
+        [feedOpen, adminId],
+      );
+      const mine = await held.query('SELECT id FROM events WHERE resource_id = $1::text AND tenant_id = $2', [
+        inserted.rows[0].id,
+        feedOpen,
+      ]);
+      const heldId = mine.rows[0].id as string;
+      // Committed while `held` is open: a later transaction id, so past the horizon as well.
+      await createOrder(undefined, admin, 'later');
+      const during = await feed(admin);
+      expect(during.items).to.deep.equal([]);
+      expect(compare(during.next, heldId), `${during.next} before ${heldId}`).to.be.lessThan(0);
+      await held.query('COMMIT');
+      const after = await feed(admin, `?after=${during.next}`);
+      expect(after.items.map((e) => e.data.merchantOrderNo)).to.deep.equal(['held', 'later']);
+      expect(after.items[0].id).to.equal(heldId);
+    } finally {
+      await held.end();
+    }
   });
 
   it('when limit, types or after are bad, then 400 naming the field; without a token, 401', async () => {
