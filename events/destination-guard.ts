@@ -89,14 +89,16 @@ export function refusedRange(address: string): string | null {
 
 /** http/https, at most 2048 characters, no credentials: the rules that need no DNS. */
 export function parseDestinationUrl(raw: string): URL {
-  if (raw.length > MAX_URL_LENGTH) throw new DestinationRefused(`the URL is longer than ${MAX_URL_LENGTH} characters`);
+  if (raw.length > MAX_URL_LENGTH)
+    throw new DestinationRefused(`the URL is longer than ${MAX_URL_LENGTH} characters`);
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
     throw new DestinationRefused('the URL is not a valid absolute URL');
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new DestinationRefused('the URL must be http or https');
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new DestinationRefused('the URL must be http or https');
   if (url.username || url.password) throw new DestinationRefused('the URL must not contain credentials');
   return url;
 }
@@ -123,7 +125,9 @@ export async function resolveDestination(
   try {
     addresses = isIP(host) ? [{ address: host, family: isIP(host) === 6 ? 6 : 4 }] : await resolveAll(host);
   } catch (err) {
-    throw new DestinationRefused(`the host ${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw new DestinationRefused(
+      `the host ${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
   }
   if (addresses.length === 0) throw new DestinationRefused(`the host ${host} does not resolve`);
   if (policy.production && !policy.allowPrivateNetworks) {

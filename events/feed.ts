@@ -77,7 +77,8 @@ interface EventRow {
 }
 
 /** An event row's columns as EventRow names them. */
-const EVENT_COLUMNS = 'e.id, e.tx_id::text AS tx_id, e.seq, e.tenant_id, e.user_id, e.type, e.row::text AS row, e.created_at';
+const EVENT_COLUMNS =
+  'e.id, e.tx_id::text AS tx_id, e.seq, e.tenant_id, e.user_id, e.type, e.row::text AS row, e.created_at';
 
 export interface FeedEvent {
   position: Position;
@@ -187,7 +188,11 @@ export const EVENT_PURGE_BATCH = 5000;
  * is a lower bound). Returns how many it deleted: fewer than `batch` means nothing older is left at the
  * head.
  */
-export async function purgeEvents(sequelize: Sequelize, retentionDays: number, batch = 5000): Promise<number> {
+export async function purgeEvents(
+  sequelize: Sequelize,
+  retentionDays: number,
+  batch = 5000,
+): Promise<number> {
   const rows = await sqlRows<{ n: string }>(
     sequelize,
     `WITH head AS (SELECT tx_id, seq, created_at FROM events ORDER BY tx_id, seq LIMIT $2),

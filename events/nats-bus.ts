@@ -1,4 +1,11 @@
-import { type JetStreamManager, JSONCodec, type NatsConnection, type NatsError, type StreamInfo, connect } from 'nats';
+import {
+  connect,
+  type JetStreamManager,
+  JSONCodec,
+  type NatsConnection,
+  type NatsError,
+  type StreamInfo,
+} from 'nats';
 import { within } from '../core/within.js';
 import type { OutgoingEvent } from './webhook-sender.js';
 
@@ -66,7 +73,8 @@ export class NatsBus {
   }
 
   subjectFor(tenantId: string, type: string): string {
-    if (!TOKEN.test(tenantId)) throw new Error(`tenant id ${JSON.stringify(tenantId)} is not a NATS subject token`);
+    if (!TOKEN.test(tenantId))
+      throw new Error(`tenant id ${JSON.stringify(tenantId)} is not a NATS subject token`);
     return `${this.subjectPrefix}.${tenantId}.${type}`;
   }
 
@@ -92,7 +100,10 @@ export class NatsBus {
    */
   async close(timeoutMs = 5000): Promise<void> {
     if (this.connection.isClosed()) return;
-    const drained = await within(this.connection.drain().catch(() => 'late' as const), timeoutMs);
+    const drained = await within(
+      this.connection.drain().catch(() => 'late' as const),
+      timeoutMs,
+    );
     if (drained === 'late' && !this.connection.isClosed()) await this.connection.close();
   }
 }
@@ -112,7 +123,9 @@ async function ensureStream(
     });
   const check = (info: StreamInfo) => {
     if (!info.config.subjects?.includes(subject))
-      throw new Error(`the NATS stream ${name} exists without the subjects ${subject}; add them or remove the stream`);
+      throw new Error(
+        `the NATS stream ${name} exists without the subjects ${subject}; add them or remove the stream`,
+      );
     return info;
   };
   const found = await existing();

@@ -90,7 +90,10 @@ export async function relayBatch(
         subjectOk = false;
         // No subject can carry it (a tenant id with a dot, a wildcard or a space): it would stop the
         // relay for good. It stays in the feed, the subscription and the webhooks.
-        options.logger.error({ err, eventId: e.event.id }, 'event not published to NATS: no subject for its tenant');
+        options.logger.error(
+          { err, eventId: e.event.id },
+          'event not published to NATS: no subject for its tenant',
+        );
       }
       if (subjectOk) {
         const ack = await bus.publish(e.tenantId, e.event).catch((err: unknown) => {
@@ -154,7 +157,10 @@ export class NatsRelay {
           const done = await relayBatch(sequelize, bus, { limit: batch, logger, signal });
           this.up();
           if (done.duplicates > 0)
-            logger.info({ duplicates: done.duplicates }, 'NATS relay published events again (JetStream kept one copy)');
+            logger.info(
+              { duplicates: done.duplicates },
+              'NATS relay published events again (JetStream kept one copy)',
+            );
           if (done.read < batch) await pause(idleMs, signal);
         } catch (err) {
           if (!(err instanceof NatsUnavailable)) throw err;
@@ -181,12 +187,18 @@ export class NatsRelay {
   private down(err: NatsUnavailable): void {
     if (this.downSince !== undefined) return;
     this.downSince = Date.now();
-    this.options.logger.warn({ err: err.cause }, 'NATS unreachable: events wait in the outbox, the relay retries');
+    this.options.logger.warn(
+      { err: err.cause },
+      'NATS unreachable: events wait in the outbox, the relay retries',
+    );
   }
 
   private up(): void {
     if (this.downSince === undefined) return;
-    this.options.logger.info({ downMs: Date.now() - this.downSince }, 'NATS reachable again: the relay resumed');
+    this.options.logger.info(
+      { downMs: Date.now() - this.downSince },
+      'NATS reachable again: the relay resumed',
+    );
     this.downSince = undefined;
   }
 }

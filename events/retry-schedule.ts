@@ -11,7 +11,8 @@ export const JITTER = 0.2;
  * `random` is in [0, 1) (Math.random() in production, fixed in tests), so the function is pure.
  */
 export function nextAttemptDelayMs(attempt: number, random: number, maxAttempts = 12): number | null {
-  if (!Number.isInteger(attempt) || attempt < 1) throw new RangeError(`attempt must be an integer >= 1, got ${attempt}`);
+  if (!Number.isInteger(attempt) || attempt < 1)
+    throw new RangeError(`attempt must be an integer >= 1, got ${attempt}`);
   if (!(random >= 0 && random < 1)) throw new RangeError(`random must be in [0, 1), got ${random}`);
   if (attempt >= maxAttempts) return null;
   const base = BASE_DELAYS_MS[attempt - 1] ?? HOURLY_MS;

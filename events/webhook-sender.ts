@@ -6,9 +6,9 @@ import { Webhook } from 'standardwebhooks';
 import {
   type DestinationPolicy,
   DestinationRefused,
+  parseDestinationUrl,
   type ResolveAll,
   type ResolvedAddress,
-  parseDestinationUrl,
   resolveDestination,
 } from './destination-guard.js';
 
@@ -83,10 +83,13 @@ export async function deliverOnce(
     'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
     'webhook-signature': signature,
   });
-  if (typeof outcome !== 'number') return { ok: false, statusCode: null, error: describe(outcome, options.timeoutMs) };
+  if (typeof outcome !== 'number')
+    return { ok: false, statusCode: null, error: describe(outcome, options.timeoutMs) };
   if (outcome >= 200 && outcome < 300) return { ok: true, statusCode: outcome, error: null };
   const error =
-    outcome >= 300 && outcome < 400 ? `redirect (HTTP ${outcome}) not followed` : `HTTP ${outcome} from the receiver`;
+    outcome >= 300 && outcome < 400
+      ? `redirect (HTTP ${outcome}) not followed`
+      : `HTTP ${outcome} from the receiver`;
   return { ok: false, statusCode: outcome, error: error.slice(0, MAX_ERROR_LENGTH) };
 }
 

@@ -86,14 +86,23 @@ const toDeliveryDto = (r: DeliveryRow): DeliveryDto => ({
 export class SecretBox {
   private readonly cipher: ResponseCipher;
 
-  constructor(config: Pick<Config, 'RESPONSE_ENCRYPTION_KEY_ID' | 'RESPONSE_ENCRYPTION_KEY' | 'RESPONSE_ENCRYPTION_PREVIOUS_KEYS'>) {
+  constructor(
+    config: Pick<
+      Config,
+      'RESPONSE_ENCRYPTION_KEY_ID' | 'RESPONSE_ENCRYPTION_KEY' | 'RESPONSE_ENCRYPTION_PREVIOUS_KEYS'
+    >,
+  ) {
     const previous = Object.fromEntries(
       (config.RESPONSE_ENCRYPTION_PREVIOUS_KEYS ?? '')
         .split(',')
         .filter(Boolean)
         .map((pair) => [pair.split(':')[0], Buffer.from(pair.split(':')[1], 'base64')]),
     );
-    this.cipher = new ResponseCipher(config.RESPONSE_ENCRYPTION_KEY_ID, config.RESPONSE_ENCRYPTION_KEY, previous);
+    this.cipher = new ResponseCipher(
+      config.RESPONSE_ENCRYPTION_KEY_ID,
+      config.RESPONSE_ENCRYPTION_KEY,
+      previous,
+    );
   }
 
   seal(endpointId: string, secret: string): string {

@@ -107,7 +107,10 @@ export class WebhookDeliveries {
     for (const delivery of claimed) {
       const run = this.attempt(delivery, deadline).catch((err: unknown) =>
         // The lease ends and another attempt follows: nothing is lost.
-        this.options.logger.warn({ err, deliveryId: delivery.id }, 'webhook attempt failed before its result was written'),
+        this.options.logger.warn(
+          { err, deliveryId: delivery.id },
+          'webhook attempt failed before its result was written',
+        ),
       );
       this.inFlight.add(run);
       void run.finally(() => this.inFlight.delete(run));
@@ -161,7 +164,12 @@ export class WebhookDeliveries {
       [delivery.endpoint_id],
     );
     if (!endpoint || endpoint.status !== 'ENABLED') {
-      await this.finish(delivery, 'FAILED', { ok: false, statusCode: null, error: 'endpoint deleted' }, false);
+      await this.finish(
+        delivery,
+        'FAILED',
+        { ok: false, statusCode: null, error: 'endpoint deleted' },
+        false,
+      );
       return;
     }
     const event = await readEvent(sequelize, delivery.event_id);
