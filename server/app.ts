@@ -18,6 +18,7 @@ import { localsOf } from './locals.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { requestId } from './request-id.js';
 import { createRestFront, isJson } from './rest.js';
+import { subscriptionGate } from './subscription-gate.js';
 import { createTrpcFront } from './trpc-front.js';
 import { errorReply, writeReply } from './trpc-reply.js';
 
@@ -109,6 +110,7 @@ function createExpressApp(services: AppServices, openapiDoc: ReturnType<typeof b
     });
     writeReply(res, trpcConfig, reply);
   });
+  app.use('/trpc', subscriptionGate(appRouter, services));
   app.use(
     '/trpc',
     createExpressMiddleware({
