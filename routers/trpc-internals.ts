@@ -1,4 +1,5 @@
 import { type AnyRouter, getTRPCErrorFromUnknown, TRPCError } from '@trpc/server';
+import { getRequestInfo } from '@trpc/server/unstable-core-do-not-import';
 
 /**
  * Everything the service reads of tRPC that its public API does not offer, in this one file. Written
@@ -11,7 +12,11 @@ import { type AnyRouter, getTRPCErrorFromUnknown, TRPCError } from '@trpc/server
  *   the REST front routes by it, the OpenAPI document and the fronts read each one's meta.
  * - `router._def._config`: the root config (error formatter, transformer) that `getErrorShape` and
  *   `transformTRPCResponse` need, so that the tRPC front answers byte for byte as tRPC's node adapter.
- * - `procedure._def.middlewares`: the chain `procedureCall` runs (below), for speed.
+ * - `procedure._def.middlewares`: the chain `procedureCall` runs (below), for speed; and that chain
+ *   without its resolver (`procedureCheck`, the last middleware, tRPC's `resolveMiddleware`), so that a
+ *   subscription's authentication and input are checked before its stream is opened.
+ * - `getRequestInfo` (an `unstable-core-do-not-import` export): how tRPC's HTTP handler reads a
+ *   request's call and raw input, so that the subscription check reads the input the adapter will.
  */
 
 export type ProcedureType = 'query' | 'mutation' | 'subscription';
@@ -61,7 +66,7 @@ function entryOf(path: string, procedure: unknown): ProcedureEntry {
 /** What one middleware of a procedure's chain is called with (tRPC 11's middleware options). */
 export interface StepOptions {
   ctx: object;
-  type: 'query' | 'mutation';
+  type: ProcedureType;
   path: string;
   input: unknown;
   getRawInput: () => Promise<unknown>;
@@ -92,6 +97,62 @@ type Middleware = (
  */
 export function procedureCall(router: AnyRouter, path: string): (opts: StepOptions) => Promise<unknown> {
   const { middlewares, meta } = chainOf(router, path);
+  return callerOf(middlewares, meta);
+}
+
+/**
+ * The procedure at `path` up to its resolver: its middlewares and input parsers run as `procedureCall`
+ * runs them (authentication, then the input parsed with the procedure's own schema), and where the
+ * resolver would run the call ends, successfully. Throws the error the call would have failed with.
+ *
+ * Why: tRPC's HTTP handler calls a subscription before it answers, but writes any failure of that
+ * call as an event of a 200 SSE stream (@trpc/server 11 `resolveResponse`, case 'subscription'), so a
+ * missing token or a bad input would never be a 401 or a 400. Running the same chain first, without
+ * the resolver (which starts the stream's work), finds those failures in the procedure's own rules.
+ */
+export function procedureCheck(router: AnyRouter, path: string): (opts: StepOptions) => Promise<void> {
+  const { middlewares, meta } = chainOf(router, path);
+  const resolver = middlewares[middlewares.length - 1];
+  if (resolver.name !== 'resolveMiddleware') {
+    throw new Error(
+      `procedure ${path} does not end with tRPC's resolveMiddleware: routers/trpc-internals.ts needs it`,
+    );
+  }
+  const passed: Middleware = async () => ({ ok: true, data: undefined });
+  const call = callerOf([...middlewares.slice(0, -1), passed], meta);
+  return async (opts) => {
+    await call(opts);
+  };
+}
+
+/**
+ * The one call of a single (not batched) tRPC HTTP request, read as tRPC's HTTP handler reads it
+ * (`getRequestInfo`, the first step of `resolveResponse`): `getRawInput` gives the input the adapter
+ * would hand the procedure, with tRPC's own errors (`?input=` that is not JSON: BAD_REQUEST), and for
+ * a subscription with the Last-Event-ID (header or query) merged in; `input` what it has read.
+ * Undefined for a batch, or a request that names no procedure: those the adapter answers itself.
+ */
+export async function httpCallOf(
+  router: AnyRouter,
+  request: Request,
+  path: string,
+): Promise<{ getRawInput: () => Promise<unknown>; input: () => unknown } | undefined> {
+  const url = new URL(request.url);
+  const info = await getRequestInfo({
+    req: request,
+    path,
+    router,
+    url,
+    searchParams: url.searchParams,
+    headers: request.headers,
+  });
+  const call = info.calls[0];
+  if (info.isBatchCall || info.calls.length !== 1 || !call.procedure) return undefined;
+  return { getRawInput: call.getRawInput, input: call.result };
+}
+
+/** The chain called as tRPC's own caller calls it (`procedureCall`, `procedureCheck`). */
+function callerOf(middlewares: Middleware[], meta: unknown): (opts: StepOptions) => Promise<unknown> {
   const step = async (index: number, opts: StepOptions): Promise<StepResult> => {
     try {
       return await middlewares[index]({

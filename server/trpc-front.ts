@@ -1,12 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import {
-  type AnyRouter,
-  getErrorShape,
-  getTRPCErrorFromUnknown,
-  TRPCError,
-  transformTRPCResponse,
-} from '@trpc/server';
-import { deliveredFor, errorMeta } from '../routers/answer.js';
+import { type AnyRouter, getTRPCErrorFromUnknown, TRPCError } from '@trpc/server';
 import { errorAnswer } from '../routers/error-answer.js';
 import { procedureCall, proceduresOf, rootConfigOf } from '../routers/trpc-internals.js';
 import { frontRequestSetup } from './access-log.js';
@@ -14,6 +7,7 @@ import type { AppServices } from './app-services.js';
 import { clientGone, contextFor } from './context-for.js';
 import { localsOf } from './locals.js';
 import { isJson } from './rest.js';
+import { errorReply, resultReply, type TrpcReply, writeReply } from './trpc-reply.js';
 
 const PREFIX = '/trpc/';
 
@@ -25,8 +19,9 @@ const PREFIX = '/trpc/';
  *
  * What it keeps of tRPC is the protocol's own code: the procedure's chain (routers/trpc-internals.ts
  * procedureCall, as the REST front calls it), `getErrorShape` with the router's error formatter, and
- * `transformTRPCResponse`, as tRPC's `resolveResponse` uses them for such a request; and the same
- * `responseMeta` and `onError` as the adapter's options in server/app.ts. The input is read when the
+ * `transformTRPCResponse`, as tRPC's `resolveResponse` uses them for such a request (in
+ * server/trpc-reply.ts, shared with the other answers the service gives on /trpc itself); and the
+ * same `responseMeta` and `onError` as the adapter's options in server/app.ts. The input is read when the
  * chain asks for it, as tRPC reads it (after authentication), with the same errors: a body over
  * MAX_BODY_BYTES is PAYLOAD_TOO_LARGE, a body that is not JSON is BAD_REQUEST with the parser's
  * message, an empty body is no input.
@@ -61,12 +56,7 @@ export function createTrpcFront(router: AnyRouter, services: AppServices) {
       });
       return reading;
     };
-    const headers: Record<string, string> = {
-      vary: 'trpc-accept, accept',
-      'content-type': 'application/json',
-    };
-    let status = 200;
-    let body: unknown;
+    let reply: TrpcReply;
     try {
       const data = await call({
         ctx,
@@ -77,23 +67,15 @@ export function createTrpcFront(router: AnyRouter, services: AppServices) {
         signal: undefined,
         batchIndex: 0,
       });
-      body = { result: { data } };
-      Object.assign(headers, deliveredFor(req)?.headers ?? {});
+      reply = resultReply(data, req);
     } catch (cause) {
       const error = getTRPCErrorFromUnknown(cause);
       if (errorAnswer(error).internal) {
         logger.error({ err: error, reqId: localsOf(res).requestId }, 'unhandled error');
       }
-      body = { error: getErrorShape({ config, ctx, error, input, path, type: 'mutation' }) };
-      const meta = errorMeta(error, req);
-      status = meta.status;
-      Object.assign(headers, meta.headers);
+      reply = errorReply(config, { error, ctx, input, path, type: 'mutation', request: req });
     }
-    res.statusCode = status;
-    for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
-    res.end(
-      JSON.stringify(transformTRPCResponse(config, body as Parameters<typeof transformTRPCResponse>[1])),
-    );
+    writeReply(res, config, reply);
   };
 
   return (req: IncomingMessage, res: ServerResponse): boolean => {

@@ -1,3 +1,4 @@
+import { TRPC_ERROR_CODES_BY_KEY } from '@trpc/server/rpc';
 import { expect } from 'chai';
 import { type HttpResult, http } from '../support/http.js';
 import { bearer, uniqueTenant } from '../support/tokens.js';
@@ -60,6 +61,32 @@ describe('errors: the envelope', () => {
       expect(res.text).to.not.match(STACK);
       expect(res.body.error.data).to.have.all.keys('code', 'httpStatus', 'businessCode', 'path');
       expect(res.body.error.data.httpStatus).to.equal(res.status);
+    }
+  });
+
+  it("when a tRPC call sends a body that is not application/json, then 415 in tRPC's error format, not the REST envelope", async () => {
+    const tenant = uniqueTenant();
+    const user = await createUser(tenant);
+    const calls: Array<[string, string]> = [
+      ['users.update', JSON.stringify({ id: user.id, name: 'B' })],
+      ['orders.create', JSON.stringify({ merchantOrderNo: 'm-415', amount: '1.00' })],
+      ['users.get', JSON.stringify({ id: user.id })],
+    ];
+    for (const [path, raw] of calls) {
+      for (const type of ['text/plain', 'application/json; charset=latin1']) {
+        const res = await http('POST', `/trpc/${path}`, {
+          raw,
+          headers: { ...adminOf(tenant), 'Content-Type': type },
+        });
+        expect(res.status, `${path} as ${type}: ${res.text}`).to.equal(415);
+        expect(res.headers.get('content-type')).to.match(/^application\/json/);
+        expect(res.body).to.have.all.keys('error');
+        expect(res.body.error).to.deep.equal({
+          message: 'Content-Type must be application/json',
+          code: TRPC_ERROR_CODES_BY_KEY.UNSUPPORTED_MEDIA_TYPE,
+          data: { code: 'UNSUPPORTED_MEDIA_TYPE', httpStatus: 415, businessCode: 415, path },
+        });
+      }
     }
   });
 

@@ -32,7 +32,7 @@ describe('query integers and the tRPC media type', () => {
     expect(res.body.data).to.include({ page: 3, size: 7 });
   });
 
-  it('when a tRPC call declares a non-UTF-8 charset, then 415 in the envelope', async () => {
+  it("when a tRPC call declares a non-UTF-8 charset, then 415 in tRPC's error format", async () => {
     const res = await http('POST', '/trpc/users.create', {
       headers: {
         ...bearer(uniqueTenant(), '1', 'admin'),
@@ -41,7 +41,7 @@ describe('query integers and the tRPC media type', () => {
       raw: JSON.stringify({ name: 'A', age: 1 }),
     });
     expect(res.status).to.equal(415);
-    expect(res.body).to.deep.equal({ code: 415, message: res.body.message, data: null });
+    expect(res.body.error.data).to.include({ httpStatus: 415, businessCode: 415, path: 'users.create' });
   });
 });
 

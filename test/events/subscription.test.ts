@@ -181,13 +181,14 @@ describe('events: the subscription (events.onEvent over SSE)', function () {
     second.close();
   });
 
-  it('when the token is missing or the input is bad, then the stream answers the error and no event', async () => {
+  it('when the token is missing or the input is bad, then a tRPC HTTP error (401, 400) and no stream', async () => {
     const instance = await startInstance({ RECOVERER_INTERVAL_MS: '3600000' });
     const noToken = await fetch(`${instance.url}/trpc/events.onEvent?input=${encodeURIComponent('{}')}`, {
       headers: { accept: 'text/event-stream' },
     });
     const text = await noToken.text();
-    expect(text).to.match(/event: serialized-error/);
+    expect(noToken.status, text).to.equal(401);
+    expect(noToken.headers.get('www-authenticate')).to.equal('Bearer');
     expect(text).to.match(/"httpStatus":401/);
     const auth = bearer(uniqueTenant('sub-bad'), '840000021', 'admin');
     const bad = await fetch(
@@ -195,6 +196,7 @@ describe('events: the subscription (events.onEvent over SSE)', function () {
       { headers: { ...auth, accept: 'text/event-stream' } },
     );
     const badText = await bad.text();
+    expect(bad.status, badText).to.equal(400);
     expect(badText).to.match(/"httpStatus":400/);
     expect(badText).to.match(/lastEventId: /);
   });

@@ -1,10 +1,17 @@
 // What the service relies on of @trpc/server beyond its documented API (routers/trpc-internals.ts):
 // the procedure listing, the root config, and the fronts' caller `procedureCall`, held to tRPC's own
-// public `callTRPCProcedure` on a tiny router. A tRPC upgrade that changes any of it fails here first.
+// public `callTRPCProcedure` on a tiny router; the subscription check `procedureCheck` (the same chain
+// without its resolver) and `httpCallOf` (tRPC's reading of a request's input). A tRPC upgrade that changes any of it fails here first.
 import { callTRPCProcedure, getErrorShape, initTRPC, TRPCError, transformTRPCResponse } from '@trpc/server';
 import { expect } from 'chai';
 import { z } from 'zod';
-import { procedureCall, proceduresOf, rootConfigOf } from '../../routers/trpc-internals.js';
+import {
+  httpCallOf,
+  procedureCall,
+  procedureCheck,
+  proceduresOf,
+  rootConfigOf,
+} from '../../routers/trpc-internals.js';
 
 const t = initTRPC
   .context<{ tenant: string }>()
@@ -36,6 +43,12 @@ const router = t.router({
     throw new Error('boom');
   }),
   noNext: t.procedure.use((() => undefined) as never).query(() => 'never'),
+  events: withUser
+    .input(z.object({ lastEventId: z.string().regex(/^c[0-9]+$/) }).optional())
+    .subscription(() => {
+      steps.push('resolver');
+      return (async function* () {})();
+    }),
 });
 
 type Settled = { data?: unknown; error?: unknown };
@@ -85,6 +98,7 @@ describe('tRPC beyond its documented API (routers/trpc-internals.ts), on a tiny 
       ['refuses', 'query'],
       ['throwsPlain', 'query'],
       ['noNext', 'query'],
+      ['events', 'subscription'],
     ]);
     const create = entries.find((e) => e.path === 'users.create');
     expect(create?.meta).to.deep.equal({ label: 'create' });
@@ -153,5 +167,61 @@ describe("the fronts' procedure caller (procedureCall) against tRPC's own (callT
 
   it('when a path has no procedure, then procedureCall refuses at start, not on a request', () => {
     expect(() => procedureCall(router, 'users.nope')).to.throw(/no middlewares on procedure users.nope/);
+  });
+});
+
+describe('the subscription check (procedureCheck, httpCallOf) against tRPC', () => {
+  const ctx = { tenant: 't1' };
+  const options = (getRawInput: () => Promise<unknown>) => ({
+    ctx,
+    path: 'events',
+    type: 'subscription' as const,
+    input: undefined,
+    getRawInput,
+    signal: undefined,
+    batchIndex: 0,
+  });
+
+  it("when a subscription is checked, then its middlewares and input parser run as in tRPC's call, and its resolver does not", async () => {
+    steps.length = 0;
+    await callTRPCProcedure({ ...options(async () => ({ lastEventId: 'c1' })), router });
+    expect(steps).to.deep.equal(['auth', 'resolver']);
+    steps.length = 0;
+    await procedureCheck(router, 'events')(options(async () => ({ lastEventId: 'c1' })));
+    expect(steps).to.deep.equal(['auth']);
+    const refusedBy = async (check: boolean) => {
+      const opts = options(async () => ({ lastEventId: 'nope' }));
+      const call = check ? procedureCheck(router, 'events')(opts) : callTRPCProcedure({ ...opts, router });
+      return errorOf(
+        await call.then(
+          (data: unknown) => ({ data }),
+          (error: unknown) => ({ error }),
+        ),
+      );
+    };
+    const [ours, trpc] = [await refusedBy(true), await refusedBy(false)];
+    expect(ours.code).to.equal('BAD_REQUEST');
+    expect(ours.message).to.equal(trpc.message);
+  });
+
+  it("when a request's call is read, then its raw input is tRPC's: Last-Event-ID merged in, input that is not JSON a BAD_REQUEST", async () => {
+    const request = (query: string, headers: Record<string, string> = {}) =>
+      new Request(`http://localhost/trpc/events?${query}`, { headers });
+    const resumed = await httpCallOf(router, request('input={}', { 'Last-Event-ID': 'c7' }), 'events');
+    expect(await resumed?.getRawInput()).to.deep.equal({ lastEventId: 'c7' });
+    const bare = await httpCallOf(router, request('lastEventId=c8'), 'events');
+    expect(await bare?.getRawInput()).to.deep.equal({ lastEventId: 'c8' });
+    const garbage = await httpCallOf(router, request('input=garbage'), 'events');
+    const error = await garbage?.getRawInput().then(
+      () => expect.fail('garbage was read as JSON'),
+      (e: unknown) => e,
+    );
+    expect(error).to.be.instanceOf(TRPCError);
+    expect((error as TRPCError).code).to.equal('BAD_REQUEST');
+    expect(await httpCallOf(router, request('batch=1&input={}'), 'events')).to.equal(undefined);
+  });
+
+  it('when a path has no procedure, then procedureCheck refuses at start, not on a request', () => {
+    expect(() => procedureCheck(router, 'users.nope')).to.throw(/no middlewares on procedure users.nope/);
   });
 });
