@@ -56,6 +56,34 @@ async function until(what: string, condition: () => boolean, ms = 10000): Promis
   }
 }
 
+/**
+ * Until the feed's horizon has passed every transaction begun so far, so that a read shows every write
+ * already answered. An answered write's event enters the feed once every older writing transaction of
+ * the cluster has ended (docs/DECISIONS.md "Events: feed order"): a background job of the server, or
+ * another database's transaction on the same PostgreSQL, may still be open for a moment after the
+ * answer. A transaction id taken now is above every such write's; the horizon (the snapshot's xmin)
+ * is past it once every transaction below it has ended.
+ */
+async function horizonPassed(): Promise<void> {
+  const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ x: string }>('SELECT pg_current_xact_id()::text AS x');
+    const deadline = Date.now() + 10000;
+    for (;;) {
+      const { rows: h } = await client.query<{ passed: boolean }>(
+        'SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8 AS passed',
+        [rows[0].x],
+      );
+      if (h[0].passed) return;
+      if (Date.now() > deadline) throw new Error('timed out waiting for the feed horizon to pass the writes');
+      await sleep(10);
+    }
+  } finally {
+    await client.end();
+  }
+}
+
 async function payOrder(auth: Record<string, string>, merchantOrderNo: string) {
   const res = await http('POST', '/api/v1/payments', {
     headers: { ...auth, 'Idempotency-Key': idempotencyKey() },
@@ -77,6 +105,7 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
     for (let i = 0; i < 2; i++) await createOrder(undefined, bob, `b-${i}`);
     await payOrder(alice, 'a-0');
     await payOrder(bob, 'b-0');
+    await horizonPassed();
   });
 
   it('when an admin pages through the feed, then every event of the tenant arrives once, in feed order, whatever the page size', async () => {
@@ -153,6 +182,7 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
     const carol = bearer(feedSkip, '820000012');
     const dave = bearer(feedSkip, '820000013');
     for (let i = 0; i < 3; i++) await createOrder(undefined, carol, `c-${i}`);
+    await horizonPassed();
     const skipped = (await wholeFeed(admin, 100)).items;
     expect(skipped.map((e) => e.type)).to.deep.equal(Array(3).fill('order.created'));
     const newest = skipped[2].id;
@@ -178,6 +208,7 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
       await resumed.started;
       await payOrder(carol, 'c-0');
       await createOrder(undefined, dave, 'd-0');
+      await horizonPassed();
       const paid = await feed(admin, `?types=order.paid&after=${rare.next}`);
       expect(paid.items.map((e) => [e.type, e.data.merchantOrderNo])).to.deep.equal([['order.paid', 'c-0']]);
       const davesLater = await feed(dave, `?after=${daves.next}`);
@@ -216,6 +247,7 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
       expect(during.items).to.deep.equal([]);
       expect(compare(during.next, heldId), `${during.next} before ${heldId}`).to.be.lessThan(0);
       await held.query('COMMIT');
+      await horizonPassed();
       const after = await feed(admin, `?after=${during.next}`);
       expect(after.items.map((e) => e.data.merchantOrderNo)).to.deep.equal(['held', 'later']);
       expect(after.items[0].id).to.equal(heldId);
