@@ -37,7 +37,10 @@ async function feedShowing(
   shows: (feed: Event[]) => boolean,
 ): Promise<Event[]> {
   let feed: Event[] = [];
-  await until('the feed shows the writes', async () => shows((feed = await wholeFeed(baseUrl, auth))));
+  await until('the feed shows the writes', async () => {
+    feed = await wholeFeed(baseUrl, auth);
+    return shows(feed);
+  });
   return feed;
 }
 
