@@ -8,8 +8,8 @@
 // is seen waiting, and HELD_MS after; the check is on the lock_timeout left, not on a duration.
 import { expect } from 'chai';
 import type pg from 'pg';
-import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
-import { blockedBy, createOrderVia, holdingTransaction, orderScope, until } from './support.js';
+import { idempotencyKey } from '../support/tokens.js';
+import { blockedBy, holdingTransaction, orderScope, tenantWithKeyedOrder, until } from './support.js';
 
 const USER = '850000078';
 const CLAIM = `SELECT * FROM idem_claim($1, 'h', $2, 'orders.create', 3600, 20, 10000, NULL, NULL, NULL)`;
@@ -17,17 +17,7 @@ const BOUND_MS = 5000;
 const HELD_MS = 300;
 
 /** A tenant whose user has slot rows (a keyed create made them). */
-async function tenantWithSlots(): Promise<string> {
-  const tenant = uniqueTenant('wb');
-  const key = idempotencyKey();
-  const created = await createOrderVia({
-    transport: 'rest',
-    headers: { ...bearer(tenant, USER), 'Idempotency-Key': key },
-    body: { merchantOrderNo: `mo-${key}`, amount: 1 },
-  });
-  expect(created.status, JSON.stringify(created.body)).to.equal(201);
-  return tenant;
-}
+const tenantWithSlots = async () => (await tenantWithKeyedOrder(USER, 'wb')).tenant;
 
 /** lock_timeout in ms as the claimant's transaction has it after the claim. */
 async function lockTimeoutMs(client: pg.Client): Promise<number> {

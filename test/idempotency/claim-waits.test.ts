@@ -5,24 +5,14 @@
 // statement's error (idempotency/at-once.ts businessStatementError), not as "in flight".
 import { expect } from 'chai';
 import type pg from 'pg';
-import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
-import { createOrderVia, holdingTransaction, orderScope } from './support.js';
+import { idempotencyKey } from '../support/tokens.js';
+import { holdingTransaction, orderScope, tenantWithKeyedOrder } from './support.js';
 
 const USER = '850000077';
 const CLAIM = `SELECT * FROM idem_claim($1, 'h', $2, 'orders.create', 3600, 20, 10000, NULL, NULL, NULL)`;
 
 /** A tenant whose user has slot rows (a keyed create made them) and one SUCCEEDED record: its scope. */
-async function tenantWithRecord(): Promise<{ tenant: string; scope: string }> {
-  const tenant = uniqueTenant('cw');
-  const key = idempotencyKey();
-  const created = await createOrderVia({
-    transport: 'rest',
-    headers: { ...bearer(tenant, USER), 'Idempotency-Key': key },
-    body: { merchantOrderNo: `mo-${key}`, amount: 1 },
-  });
-  expect(created.status, JSON.stringify(created.body)).to.equal(201);
-  return { tenant, scope: orderScope(tenant, USER, key) };
-}
+const tenantWithRecord = () => tenantWithKeyedOrder(USER, 'cw');
 
 /**
  * The claim of `scope` while another transaction holds what `hold` takes, its wait bounded by

@@ -5,6 +5,7 @@ import { QueryTypes } from 'sequelize';
 import { scopeKey } from '../../idempotency/key.js';
 import { http } from '../support/http.js';
 import { sharedServer } from '../support/server.js';
+import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 import { trpcClient } from '../support/trpc-client.js';
 
 export type Transport = 'rest' | 'trpc';
@@ -70,6 +71,25 @@ export async function createOrderVia(call: OrderCall): Promise<Answer> {
   }
   // biome-ignore lint/suspicious/noExplicitAny: tests send invalid inputs too
   return viaTrpc(baseUrl, call.headers, (c) => c.orders.create.mutate(call.body as any));
+}
+
+/**
+ * A new tenant whose `user` has made one keyed order (so its slot rows exist, and one SUCCEEDED
+ * record): the tenant and that record's scope, for tests that call idem_claim directly.
+ */
+export async function tenantWithKeyedOrder(
+  user: string,
+  prefix: string,
+): Promise<{ tenant: string; scope: string }> {
+  const tenant = uniqueTenant(prefix);
+  const key = idempotencyKey();
+  const created = await createOrderVia({
+    transport: 'rest',
+    headers: { ...bearer(tenant, user), 'Idempotency-Key': key },
+    body: { merchantOrderNo: `mo-${key}`, amount: 1 },
+  });
+  expect(created.status, JSON.stringify(created.body)).to.equal(201);
+  return { tenant, scope: orderScope(tenant, user, key) };
 }
 
 /** The error envelope of CONTRACT sections 2 and 6 (on tRPC: the error's status and business code). */

@@ -76,6 +76,23 @@ describe('webhooks: the claim and the fenced result of an attempt', function () 
       )
     )[0];
 
+  /** FAILED after `attempts` made (the receiver got each), no next attempt, its last answer (a 500) kept. */
+  async function expectFailedAfter(deliveryId: string, name: string, attempts: number) {
+    expect(await state(deliveryId)).to.include({
+      status: 'FAILED',
+      attempts,
+      next_attempt_at: null,
+      lease_owner: null,
+    });
+    const [row] = await sqlRows<{ last_status_code: number; last_error: string }>(
+      sequelize,
+      'SELECT last_status_code, last_error FROM webhook_deliveries WHERE id = $1',
+      [deliveryId],
+    );
+    expect(row).to.deep.equal({ last_status_code: 500, last_error: 'HTTP 500 from the receiver' });
+    expect(receiver.of(name)).to.have.length(attempts);
+  }
+
   const worker = () =>
     new WebhookDeliveries({ sequelize, logger: pino({ level: 'silent' }), settings, maxInFlight: 1 });
 
@@ -156,19 +173,7 @@ describe('webhooks: the claim and the fenced result of an attempt', function () 
     );
     expect(await w.dispatch()).to.equal(1);
     await w.drain();
-    expect(await state(deliveryId)).to.include({
-      status: 'FAILED',
-      attempts: 2,
-      next_attempt_at: null,
-      lease_owner: null,
-    });
-    const [row] = await sqlRows<{ last_status_code: number; last_error: string }>(
-      sequelize,
-      'SELECT last_status_code, last_error FROM webhook_deliveries WHERE id = $1',
-      [deliveryId],
-    );
-    expect(row).to.deep.equal({ last_status_code: 500, last_error: 'HTTP 500 from the receiver' });
-    expect(receiver.of(name)).to.have.length(2);
+    await expectFailedAfter(deliveryId, name, 2);
   });
 
   it("when WEBHOOK_MAX_ATTEMPTS is lowered below a delivery's attempts (a restart), then its next claim fails it without sending, keeping its last result", async () => {
@@ -196,19 +201,7 @@ describe('webhooks: the claim and the fenced result of an attempt', function () 
     const lowered = withMax(2);
     expect(await lowered.dispatch()).to.equal(1);
     await lowered.drain();
-    expect(await state(deliveryId)).to.include({
-      status: 'FAILED',
-      attempts: 2,
-      next_attempt_at: null,
-      lease_owner: null,
-    });
-    const [row] = await sqlRows<{ last_status_code: number; last_error: string }>(
-      sequelize,
-      'SELECT last_status_code, last_error FROM webhook_deliveries WHERE id = $1',
-      [deliveryId],
-    );
-    expect(row).to.deep.equal({ last_status_code: 500, last_error: 'HTTP 500 from the receiver' });
-    expect(receiver.of(name)).to.have.length(2);
+    await expectFailedAfter(deliveryId, name, 2);
   });
 
   it('when the endpoint is deleted, then its delivery is not claimed', async () => {
