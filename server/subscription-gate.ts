@@ -2,7 +2,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type AnyRouter, getTRPCErrorFromUnknown } from '@trpc/server';
 import { incomingMessageToRequest } from '@trpc/server/adapters/node-http';
 import type { NextFunction, Request, Response } from 'express';
-import { errorAnswer } from '../routers/error-answer.js';
+import { MethodNotAllowed } from '../core/errors.js';
+import { errorAnswer, toTrpcError } from '../routers/error-answer.js';
 import { httpCallOf, procedureCheck, proceduresOf, rootConfigOf } from '../routers/trpc-internals.js';
 import type { AppServices } from './app-services.js';
 import { clientGone, contextFor } from './context-for.js';
@@ -63,8 +64,29 @@ export function subscriptionGate(router: AnyRouter, services: AppServices) {
     }
   };
 
+  // Any other method on a subscription's path: tRPC's adapter would answer it with a 200 stream whose
+  // one event is METHOD_NOT_SUPPORTED; a plain 405 with `Allow: GET`, as the REST side answers.
+  const notAllowed = (req: IncomingMessage, res: ServerResponse, path: string) => {
+    const error = toTrpcError(new MethodNotAllowed(['GET']));
+    writeReply(
+      res,
+      config,
+      errorReply(config, {
+        error,
+        ctx: undefined,
+        input: undefined,
+        path,
+        type: 'subscription',
+        request: req,
+      }),
+    );
+  };
+
   return async (req: Request, res: Response, next: NextFunction) => {
-    if (req.method === 'GET' && !(await check(req, res, req.path.slice(1)))) return;
+    const path = req.path.slice(1);
+    if (req.method === 'GET' || req.method === 'HEAD') {
+      if (req.method === 'GET' && !(await check(req, res, path))) return;
+    } else if (checks.has(path)) return notAllowed(req, res, path);
     next();
   };
 }

@@ -76,7 +76,7 @@ export const eventPageEnvelope = envelopeOf(eventPageSchema);
  * of the last event received, which tRPC's SSE link adds when it reconnects (`tracked()` ids).
  */
 export const onEventInput = z
-  .object({
+  .strictObject({
     types: z.union([z.array(z.enum(EVENT_TYPES)).max(EVENT_TYPES.length), typeList]).optional(),
     lastEventId: cursor('lastEventId').nullish(),
   })

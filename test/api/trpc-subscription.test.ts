@@ -83,6 +83,7 @@ describe('tRPC transport: events.onEvent refused before its stream', () => {
       ['a lastEventId that is no cursor', query('{"lastEventId":"garbage"}'), auth],
       ['input that is not JSON', `${PATH}?input=garbage`, auth],
       ['a Last-Event-ID header that is no cursor', query('{}'), { ...auth, 'Last-Event-ID': 'garbage' }],
+      ['a key the input does not have', query('{"nick":"x"}'), auth],
     ];
     for (const [label, path, headers] of cases) {
       const res = await get(path, headers);
@@ -91,6 +92,22 @@ describe('tRPC transport: events.onEvent refused before its stream', () => {
     }
     const res = await get(query('{"lastEventId":"garbage"}'), auth);
     expect(res.body.error.message).to.match(/^lastEventId: /);
+  });
+
+  it('when a subscription path is asked with another method than GET, then 405 with Allow: GET in tRPC error format, and no stream', async () => {
+    const auth = bearer(uniqueTenant('sub-gate'), '840000053', 'admin');
+    for (const method of ['POST', 'PUT', 'DELETE']) {
+      const res = await fetch(`${(await sharedServer()).url}${PATH}`, {
+        method,
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      const text = await res.text();
+      const answer: HttpResult = { status: res.status, headers: res.headers, body: JSON.parse(text), text };
+      expectTrpcError(answer, 405, method);
+      expect(res.headers.get('allow'), method).to.equal('GET');
+      expect(answer.body.error.data.code, method).to.equal('METHOD_NOT_SUPPORTED');
+    }
   });
 
   it('when an authorised subscriber resumes from a cursor, then it streams the events after it', async () => {
