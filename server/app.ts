@@ -4,7 +4,7 @@ import express, { type Request, type Response } from 'express';
 import { MethodNotAllowed, NotFound, UnsupportedMediaType } from '../core/errors.js';
 import { setFailpoints } from '../core/failpoints.js';
 import { deliveredFor, errorMeta } from '../routers/answer.js';
-import { errorAnswer, toTrpcError } from '../routers/error-answer.js';
+import { errorAnswer } from '../routers/error-answer.js';
 import { appRouter } from '../routers/index.js';
 import { proceduresOf, rootConfigOf } from '../routers/trpc-internals.js';
 import { accessLog, observeDuration } from './access-log.js';
@@ -20,7 +20,7 @@ import { requestId } from './request-id.js';
 import { createRestFront, isJson } from './rest.js';
 import { subscriptionGate } from './subscription-gate.js';
 import { createTrpcFront } from './trpc-front.js';
-import { errorReply, writeReply } from './trpc-reply.js';
+import { writeRefusal } from './trpc-reply.js';
 
 /**
  * The service's request listener: the REST front (server/rest.ts) answers the REST routes, the load
@@ -96,20 +96,15 @@ function createExpressApp(services: AppServices, openapiDoc: ReturnType<typeof b
   // tRPC checks the media type itself but accepts any charset; hold it to the REST rule (415), in
   // tRPC's error format as tRPC gives its own 415 (no context yet; /trpc has no REST envelope).
   const trpcConfig = rootConfigOf(appRouter);
-  app.use('/trpc', (req, res, next) => {
-    if (req.method !== 'POST' || isJson(req.headers['content-type'])) return next();
-    const error = toTrpcError(new UnsupportedMediaType());
-    const path = req.path.slice(1);
-    const reply = errorReply(trpcConfig, {
-      error,
-      ctx: undefined,
-      input: undefined,
-      path,
-      type: 'unknown',
-      request: req,
-    });
-    writeReply(res, trpcConfig, reply);
-  });
+  app.use('/trpc', (req, res, next) =>
+    req.method !== 'POST' || isJson(req.headers['content-type'])
+      ? next()
+      : writeRefusal(res, trpcConfig, new UnsupportedMediaType(), {
+          path: req.path.slice(1),
+          type: 'unknown',
+          request: req,
+        }),
+  );
   app.use('/trpc', subscriptionGate(appRouter, services));
   app.use(
     '/trpc',

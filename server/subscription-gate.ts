@@ -3,12 +3,12 @@ import { type AnyRouter, getTRPCErrorFromUnknown } from '@trpc/server';
 import { incomingMessageToRequest } from '@trpc/server/adapters/node-http';
 import type { NextFunction, Request, Response } from 'express';
 import { MethodNotAllowed } from '../core/errors.js';
-import { errorAnswer, toTrpcError } from '../routers/error-answer.js';
+import { errorAnswer } from '../routers/error-answer.js';
 import { httpCallOf, procedureCheck, proceduresOf, rootConfigOf } from '../routers/trpc-internals.js';
 import type { AppServices } from './app-services.js';
 import { clientGone, contextFor } from './context-for.js';
 import { localsOf } from './locals.js';
-import { errorReply, writeReply } from './trpc-reply.js';
+import { errorReply, writeRefusal, writeReply } from './trpc-reply.js';
 
 /**
  * Express middleware on /trpc, ahead of tRPC's adapter: a subscription request (`GET
@@ -66,21 +66,8 @@ export function subscriptionGate(router: AnyRouter, services: AppServices) {
 
   // Any other method on a subscription's path: tRPC's adapter would answer it with a 200 stream whose
   // one event is METHOD_NOT_SUPPORTED; a plain 405 with `Allow: GET`, as the REST side answers.
-  const notAllowed = (req: IncomingMessage, res: ServerResponse, path: string) => {
-    const error = toTrpcError(new MethodNotAllowed(['GET']));
-    writeReply(
-      res,
-      config,
-      errorReply(config, {
-        error,
-        ctx: undefined,
-        input: undefined,
-        path,
-        type: 'subscription',
-        request: req,
-      }),
-    );
-  };
+  const notAllowed = (request: IncomingMessage, res: ServerResponse, path: string) =>
+    writeRefusal(res, config, new MethodNotAllowed(['GET']), { path, type: 'subscription', request });
 
   return async (req: Request, res: Response, next: NextFunction) => {
     const path = req.path.slice(1);

@@ -1,7 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type AnyRouter, getErrorShape, type TRPCError, transformTRPCResponse } from '@trpc/server';
 import type { TRPCResponse } from '@trpc/server/rpc';
+import type { DomainError } from '../core/errors.js';
 import { deliveredFor, errorMeta } from '../routers/answer.js';
+import { toTrpcError } from '../routers/error-answer.js';
 import type { ProcedureType } from '../routers/trpc-internals.js';
 
 /** The router's root config (routers/trpc-internals.ts rootConfigOf). */
@@ -61,4 +63,18 @@ export function writeReply(res: ServerResponse, config: RootConfig, reply: TrpcR
   res.statusCode = reply.status;
   for (const [name, value] of Object.entries(reply.headers)) res.setHeader(name, value);
   res.end(JSON.stringify(transformTRPCResponse(config, reply.body)));
+}
+
+/**
+ * A refusal the service answers on /trpc before any procedure runs (no context, no input): a wrong
+ * media type, a method a subscription's path does not take. `path` is the procedure's, for `data.path`.
+ */
+export function writeRefusal(
+  res: ServerResponse,
+  config: RootConfig,
+  refusal: DomainError,
+  call: { path: string; type: ProcedureType | 'unknown'; request: IncomingMessage },
+): void {
+  const error = toTrpcError(refusal);
+  writeReply(res, config, errorReply(config, { ...call, error, ctx: undefined, input: undefined }));
 }
