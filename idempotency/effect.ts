@@ -5,6 +5,7 @@
 // and owner token, takeover, resume, query first, bounded waits, the recoverer's sweep, failpoints)
 // is written once, in effect-*.ts, for every effect.
 import type { Sequelize, Transaction } from 'sequelize';
+import type { Config } from '../core/config.js';
 import type { DomainError } from '../core/errors.js';
 import { type FailpointName, failpoint } from '../core/failpoints.js';
 import type { IdempotencyEngine } from './engine.js';
@@ -100,6 +101,19 @@ export interface Effect<D extends EffectDeps, In, Row extends EffectRow, R> {
   finalise(deps: D, lease: Lease, row: Row, result: R): Promise<Reply | undefined>;
   /** The answer of a final row. */
   answer(row: Row): Reply;
+  /**
+   * Set when nothing but the resource's own Idempotency-Key can resume it (refunds: each key is its
+   * own refund, CONTRACT section 10). Once that key has expired (40905), a resumable resource could
+   * never finish and would hold for ever what it reserves (a refund's amount against the payment's
+   * cap), so the recoverer closes it, query first (effect-expire.ts): FAILED with this
+   * `failureReason`. Its table also has `failure_reason` and `created_at`. Unset (payments): a new
+   * key for the same business key resumes the resource however old it is (CONTRACT section 3).
+   */
+  closedOnKeyExpiry?: {
+    failureReason: string;
+    /** The key's time to live: what the route writes its records with (routers/ ttlHours). */
+    ttlHours(config: Config): number;
+  };
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a registry holds effects of every input and result type

@@ -32,7 +32,7 @@ export const refundReconciler = defineReconciler({
   effect: refundEffect,
   words: {
     ...{ row: 'refund', noun: 'refund', key: 'refundNo', done: 'refunded', by: 'gateway' },
-    resume: 'a retry with its key executes it',
+    resume: 'a retry with its key executes it; the recoverer closes it (KEY_EXPIRED) once the key expires',
     notDone: () => 'not refunded at the gateway',
     stands: 'the gateway refunded',
   },

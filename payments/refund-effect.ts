@@ -1,3 +1,4 @@
+import type { Config } from '../core/config.js';
 import type { BusinessRefund } from '../gateway/types.js';
 import { defineEffect } from '../idempotency/effect.js';
 import { Payment } from '../models/payment.js';
@@ -17,12 +18,17 @@ import { refundReply } from './refund-reply.js';
 
 export const REFUND_OPERATION = 'refunds.create';
 
+/** How long a refund's Idempotency-Key lives (its record's TTL), and with it its resumability. */
+export const refundKeyTtlHours = (config: Config) => config.PAYMENT_IDEMPOTENCY_TTL_HOURS;
+
 /**
  * POST /payments/{id}/refunds as an effect (CONTRACT section 10): the row is the refund, its
  * downstream key the refundNo, the downstream call the gateway's business refund, its finalise one
  * fenced statement that also grows the payment's amount_refunded. No business key: each
  * Idempotency-Key is its own refund, so there is no 'existing'; its lookup (the payment, locked, and
  * the sum of its refunds) rides in the claim's round trip and locks only under this key's claim.
+ * Only its key resumes a refund, so once the key has expired a resumable refund is closed (FAILED,
+ * "KEY_EXPIRED": docs/DECISIONS.md "A resumable refund whose key expired").
  */
 export const refundEffect = defineEffect<PaymentDeps, RefundRequest, Refund, BusinessRefund>({
   name: REFUND_OPERATION,
@@ -52,6 +58,7 @@ export const refundEffect = defineEffect<PaymentDeps, RefundRequest, Refund, Bus
   query: (deps, { refundNo }) => gatewayCall(deps, 'refund-query', () => deps.gateway.queryRefund(refundNo)),
   finalise: finaliseRefund,
   answer: refundReply,
+  closedOnKeyExpiry: { failureReason: 'KEY_EXPIRED', ttlHours: refundKeyTtlHours },
 });
 
 /** The charge a refund undoes part of: known from Tx 1, else read from its payment (after a takeover). */

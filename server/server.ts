@@ -18,6 +18,7 @@ import type { WebhookDeliveries } from '../events/webhook-worker.js';
 import { createGatewayClient } from '../gateway/client.js';
 import { type GatewaySimulator, startGatewaySimulator } from '../gateway/simulator.js';
 import { registeredEffects } from '../idempotency/effect.js';
+import { closeExpiredResumables } from '../idempotency/effect-expire.js';
 import { resumableByEffect, sweepExpired } from '../idempotency/effect-recover.js';
 import { Placeholder } from '../idempotency/placeholder.js';
 import { purgeExpired } from '../idempotency/purge-expired.js';
@@ -169,8 +170,36 @@ export async function startServer(config: Config): Promise<RunningServer> {
 }
 
 /**
+ * The recoverer's closure of resumable resources whose key has expired, for every effect that only
+ * its own key can resume (refunds: idempotency/effect-expire.ts). A key counts as expired a lease
+ * after its TTL, for the clocks of the service's and the database's hosts.
+ */
+async function closeExpiredKeys(config: Config, deps: PaymentDeps, metrics: Metrics, logger: Logger) {
+  let closed = 0;
+  for (const effect of registeredEffects()) {
+    const expiry = effect.closedOnKeyExpiry;
+    if (!expiry) continue;
+    const keyTtlMs = expiry.ttlHours(config) * 3_600_000 + config.IDEMPOTENCY_LEASE_MS;
+    const operation = effect.name;
+    closed += await closeExpiredResumables(effect, deps, keyTtlMs, 20, {
+      onResult: (id, result) => {
+        if (result === 'closed') metrics.idempotency.inc({ operation, outcome: 'closed_key_expired' });
+        if (result === 'done')
+          logger.error(
+            { id, operation },
+            'resumable, its key expired, but done downstream: run npm run reconcile -- --repair',
+          );
+      },
+      onError: (id, err) => logger.error({ err, id, operation }, 'closing failed; retried next round'),
+    });
+  }
+  return closed;
+}
+
+/**
  * The job runner and this service's recurring work on it: the purge of expired records (with their
- * tombstones) and the recoverer's sweep of every registered effect (payments, refunds). Stops the runner again if any of it fails.
+ * tombstones) and the recoverer's sweep of every registered effect (payments, refunds), with the
+ * closure of resumable refunds whose key expired. Stops the runner again if any of it fails.
  */
 async function startBackgroundWork(deps: {
   config: Config;
@@ -247,10 +276,12 @@ async function startBackgroundWork(deps: {
               },
             );
           }
+          const closed = await closeExpiredKeys(config, payments, metrics, logger);
           // Every background effect's free rows (exports): a job each, continued from its checkpoint.
           const continued = await sweepBackground(background, db.sequelize);
           metrics.recovererRuns.inc({ result: 'ok' });
           if (taken > 0) logger.info({ taken }, 'expired effect leases taken over');
+          if (closed > 0) logger.info({ closed }, 'resumable resources whose key expired closed');
           if (continued > 0) logger.info({ continued }, 'background work without a live worker continued');
         } catch (err) {
           metrics.recovererRuns.inc({ result: 'error' });

@@ -1,6 +1,6 @@
 import { ok } from '../../core/envelope.js';
 import { runEffect } from '../../idempotency/effect-run.js';
-import { refundEffect } from '../../payments/refund-effect.js';
+import { refundEffect, refundKeyTtlHours } from '../../payments/refund-effect.js';
 import { refundCreated } from '../../payments/refund-reply.js';
 import { idempotentMutation } from '../idempotent-mutation.js';
 import { authedProcedure, router } from '../trpc.js';
@@ -29,7 +29,7 @@ export const refundsRouter = router({
     checksUserInClaim: true,
     success: refundCreated,
     nonBusiness: ['traceId'],
-    ttlHours: (config) => config.PAYMENT_IDEMPOTENCY_TTL_HOURS,
+    ttlHours: refundKeyTtlHours,
     input: createRefundInput,
     output: refundEnvelope,
     execute: ({ ctx, input, request, failureReply }) =>

@@ -49,6 +49,16 @@ describe('payments: resumable after "not charged" (CONTRACT section 3), owned by
     return { tenant, auth, body: { merchantOrderNo: 'mo-1', amount: '25.00' } };
   }
 
+  /** Until `n` more rounds of the recoverer have ended. */
+  async function recovererRounds(n: number) {
+    const runs = async () => {
+      const text = await (await fetch(`${base}/metrics`)).text();
+      return Number(/^payment_recoverer_runs_total\{result="ok"\} (\S+)$/m.exec(text)?.[1] ?? 0);
+    };
+    const start = await runs();
+    while ((await runs()) < start + n) await sleep(100);
+  }
+
   /** A payment answered 503 because the gateway failed with 5xx: nothing charged, resumable. */
   async function notCharged(auth: Record<string, string>, body: object) {
     await slot.client.setFaults({ errorRate: 1 });
@@ -111,6 +121,12 @@ describe('payments: resumable after "not charged" (CONTRACT section 3), owned by
       { bind: [before.id] },
     );
     expect(await purgeExpired(db.sequelize)).to.be.at.least(1);
+    // Made longer ago than a key lives: unlike a refund's (only its key resumes it), a payment is not
+    // closed by the recoverer, since a new key for its order resumes it (CONTRACT section 3).
+    await db.sequelize.query("UPDATE payments SET created_at = now() - interval '169 hours' WHERE id = $1", {
+      bind: [before.id],
+    });
+    await recovererRounds(3);
     for (const b of [body, { ...body, amount: '26.00' }]) {
       const refused = await pay(base, auth, key, b);
       expect(refused.status, refused.text).to.equal(409);
