@@ -92,11 +92,15 @@ export async function nextBatch(
   return { dtos, lastId: last ? String(last.id) : null };
 }
 
-/** RFC 4180: a field with a comma, a quote or a line break is quoted, its quotes doubled. */
+/**
+ * RFC 4180: a field with a comma, a quote or a line break is quoted, its quotes doubled. RFC 4180 has
+ * no null, so null is an empty field and an empty string a quoted one (`""`), as PostgreSQL's COPY
+ * writes them: a reader can tell a description of "" from none.
+ */
 export function csvField(value: unknown): string {
   if (value === null || value === undefined) return '';
   const text = typeof value === 'string' ? value : String(value);
-  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+  return text === '' || /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
 /** The CSV header line of a resource (CRLF-terminated, as every record: RFC 4180). */

@@ -143,6 +143,24 @@ describe('exports: POST /exports, GET /exports/{id}, GET /exports/{id}/file (CON
     expect(lines.map((l) => JSON.parse(l))).to.deep.equal(await ordersOf(sequelize, tenant, USER_A));
   });
 
+  it('when one description is empty and another null, then the CSV tells them apart ("" quoted, null an empty field), as NDJSON does', async () => {
+    const tenant = uniqueTenant('exp');
+    const sequelize = await db();
+    await insertOrders(sequelize, { tenant, userId: USER_A, count: 1, prefix: 'e', description: '' });
+    await insertOrders(sequelize, { tenant, userId: USER_A, count: 1, prefix: 'n' });
+    const auth = bearer(tenant, USER_A);
+    const expected = await ordersOf(sequelize, tenant, USER_A);
+    expect(expected.map((o) => o.description)).to.have.members(['', null]);
+    const csv = await exportFile(auth, { resource: 'orders' });
+    const [header, ...records] = parseCsv(csv.file.text);
+    const column = header.indexOf('description');
+    expect(records.map((r) => r[column])).to.deep.equal(expected.map((o) => o.description));
+    expect(csvObjects(csv.file.text)).to.deep.equal(expected);
+    const nd = await exportFile(auth, { resource: 'orders', format: 'ndjson' });
+    const lines = nd.file.text.split('\n').filter((l) => l !== '');
+    expect(lines.map((l) => JSON.parse(l).description)).to.deep.equal(expected.map((o) => o.description));
+  });
+
   it('when createdFrom/createdTo are given, then only rows created in that window are exported', async () => {
     const tenant = uniqueTenant('exp');
     const sequelize = await db();

@@ -75,12 +75,21 @@ export async function untilFinal(
   }
 }
 
-/** A minimal RFC 4180 reader: records of fields, quoted fields with doubled quotes and line breaks. */
-export function parseCsv(text: string): string[][] {
-  const records: string[][] = [];
+/**
+ * A minimal RFC 4180 reader: records of fields, quoted fields with doubled quotes and line breaks. An
+ * empty field that was not quoted is null (the service writes null so, and "" as `""`).
+ */
+export function parseCsv(text: string): Array<Array<string | null>> {
+  const records: Array<Array<string | null>> = [];
   let field = '';
-  let record: string[] = [];
+  let wasQuoted = false;
+  let record: Array<string | null> = [];
   let quoted = false;
+  const end = () => {
+    record.push(field === '' && !wasQuoted ? null : field);
+    field = '';
+    wasQuoted = false;
+  };
   for (let i = 0; i < text.length; i++) {
     const c = text[i];
     if (quoted) {
@@ -89,15 +98,14 @@ export function parseCsv(text: string): string[][] {
         i++;
       } else if (c === '"') quoted = false;
       else field += c;
-    } else if (c === '"') quoted = true;
-    else if (c === ',') {
-      record.push(field);
-      field = '';
-    } else if (c === '\r' && text[i + 1] === '\n') {
-      record.push(field);
+    } else if (c === '"') {
+      quoted = true;
+      wasQuoted = true;
+    } else if (c === ',') end();
+    else if (c === '\r' && text[i + 1] === '\n') {
+      end();
       records.push(record);
       record = [];
-      field = '';
       i++;
     } else field += c;
   }
@@ -105,8 +113,8 @@ export function parseCsv(text: string): string[][] {
   return records;
 }
 
-/** CSV records (header first) as objects with the header's keys; an empty field is null. */
+/** CSV records (header first) as objects with the header's keys; an unquoted empty field is null. */
 export function csvObjects(text: string): Array<Record<string, string | null>> {
   const [header, ...rows] = parseCsv(text);
-  return rows.map((r) => Object.fromEntries(header.map((h, i) => [h, r[i] === '' ? null : r[i]])));
+  return rows.map((r) => Object.fromEntries(header.map((h, i) => [String(h), r[i]])));
 }
