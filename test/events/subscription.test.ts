@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
+import pg from 'pg';
 import { subscribe } from '../support/event-subscriber.js';
 import { http } from '../support/http.js';
 import { createOrder } from '../support/orders.js';
@@ -173,6 +174,53 @@ describe('events: the subscription (events.onEvent over SSE)', function () {
     expect(expected.map((e) => e.data.merchantOrderNo)).to.deep.equal(['mine-1', 'mine-2', 'mine-3']);
     await until('the fence arrived', () => sub.received.some((e) => e.data.merchantOrderNo === 'mine-3'));
     expect(ids(sub.received)).to.deep.equal(ids(expected));
+    sub.close();
+  });
+
+  it('when a subscriber with types reads past events it cannot see while a transaction that writes one it can is still open, then that event still arrives when it commits, in feed order', async () => {
+    const tenant = uniqueTenant('sub-skip');
+    const userId = '840000021';
+    const instance = await startInstance({ RECOVERER_INTERVAL_MS: '3600000' });
+    const mine = bearer(tenant, userId);
+    const sub = subscribe({ url: instance.url }, tenant, userId, 'user', { types: ['order.created'] });
+    await sub.started;
+    await createOrder(instance.url, mine, 'before');
+    await until('the first order arrived', () => sub.received.length === 1);
+    const held = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+    await held.connect();
+    try {
+      await held.query('BEGIN');
+      await held.query(
+        `INSERT INTO orders (id, tenant_id, user_id, merchant_order_no, amount, currency, status, created_at, updated_at)
+         VALUES (nextval('orders_id_seq'), $1, $2, 'held', 1, 'USD', 'CREATED', now(), now())`,
+        [tenant, userId],
+      );
+      // Events of other types wake the subscriber: it reads, sees none of its own, and moves on to
+      // the feed's horizon, which the open transaction holds below its event.
+      await createOrder(instance.url, mine, 'after');
+      for (const n of [1, 2]) {
+        const paid = await http('POST', '/api/v1/payments', {
+          baseUrl: instance.url,
+          headers: { ...mine, 'Idempotency-Key': `key-${tenant}-pay-${n}` },
+          body: { merchantOrderNo: 'after', amount: '25.00' },
+        });
+        expect(paid.status, paid.text).to.be.oneOf([200, 201]);
+      }
+      await sleep(600);
+      expect(sub.received.map((e) => e.data.merchantOrderNo)).to.deep.equal(['before']);
+      await held.query('COMMIT');
+    } finally {
+      await held.end();
+    }
+    const shown = await feedShowing(instance.url, mine, (f) =>
+      f.some((e) => e.data.merchantOrderNo === 'held'),
+    );
+    const expected = shown.filter((e) => e.type === 'order.created');
+    expect(expected.map((e) => e.data.merchantOrderNo)).to.deep.equal(['before', 'held', 'after']);
+    await until('every order arrived', () => sub.received.length >= 3);
+    await sleep(300);
+    expect(ids(sub.received)).to.deep.equal(ids(expected));
+    expect(sub.errors).to.deep.equal([]);
     sub.close();
   });
 
