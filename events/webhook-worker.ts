@@ -163,7 +163,7 @@ export class WebhookDeliveries {
       `${TAG} SELECT url, secret_ciphertext, status FROM webhook_endpoints WHERE id = $1`,
       [delivery.endpoint_id],
     );
-    if (!endpoint || endpoint.status !== 'ENABLED') {
+    if (endpoint?.status !== 'ENABLED') {
       await this.finish(
         delivery,
         'FAILED',
