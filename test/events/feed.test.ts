@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { subscribe } from '../support/event-subscriber.js';
 import { http } from '../support/http.js';
-import { createOrder } from '../support/orders.js';
+import { createOrder, orderInOpenTransaction } from '../support/orders.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 import { trpcClient } from '../support/trpc-client.js';
@@ -227,17 +227,10 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
     const feedOpen = uniqueTenant('feed-open');
     const adminId = '820000021';
     const admin = bearer(feedOpen, adminId, 'admin');
-    const held = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
-    await held.connect();
+    const { client: held, orderId } = await orderInOpenTransaction(feedOpen, adminId, 'held');
     try {
-      await held.query('BEGIN');
-      const inserted = await held.query(
-        `INSERT INTO orders (id, tenant_id, user_id, merchant_order_no, amount, currency, status, created_at, updated_at)
-         VALUES (nextval('orders_id_seq'), $1, $2, 'held', 1, 'USD', 'CREATED', now(), now()) RETURNING id`,
-        [feedOpen, adminId],
-      );
       const mine = await held.query('SELECT id FROM events WHERE resource_id = $1::text AND tenant_id = $2', [
-        inserted.rows[0].id,
+        orderId,
         feedOpen,
       ]);
       const heldId = mine.rows[0].id as string;

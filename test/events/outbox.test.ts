@@ -1,8 +1,7 @@
 import { expect } from 'chai';
-import pg from 'pg';
 import { readFeed, START } from '../../events/feed.js';
 import { http } from '../support/http.js';
-import { createOrder } from '../support/orders.js';
+import { createOrder, orderInOpenTransaction } from '../support/orders.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 
@@ -45,15 +44,8 @@ describe('events: the transactional outbox', () => {
 
   it('when a change rolls back, then it wrote no event', async () => {
     const tenant = uniqueTenant();
-    const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
-    await client.connect();
+    const { client } = await orderInOpenTransaction(tenant, '1', 'rolled-back');
     try {
-      await client.query('BEGIN');
-      await client.query(
-        `INSERT INTO orders (id, tenant_id, user_id, merchant_order_no, amount, currency, status, created_at, updated_at)
-         VALUES (nextval('orders_id_seq'), $1, 1, 'rolled-back', 1, 'USD', 'CREATED', now(), now())`,
-        [tenant],
-      );
       const inside = await client.query('SELECT count(*)::int AS n FROM events WHERE tenant_id = $1', [
         tenant,
       ]);
@@ -67,15 +59,8 @@ describe('events: the transactional outbox', () => {
 
   it('when an older transaction is still open, then the feed shows nothing after its position until it ends (the out-of-order commit trap)', async () => {
     const tenant = uniqueTenant();
-    const slow = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
-    await slow.connect();
+    const { client: slow } = await orderInOpenTransaction(tenant, '1', 'slow');
     try {
-      await slow.query('BEGIN');
-      await slow.query(
-        `INSERT INTO orders (id, tenant_id, user_id, merchant_order_no, amount, currency, status, created_at, updated_at)
-         VALUES (nextval('orders_id_seq'), $1, 1, 'slow', 1, 'USD', 'CREATED', now(), now())`,
-        [tenant],
-      );
       const auth = bearer(tenant, '810000002');
       await createOrder(undefined, auth, 'fast');
       expect(await tenantEvents(tenant), 'the later commit waits behind the open transaction').to.deep.equal(

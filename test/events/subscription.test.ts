@@ -1,9 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import pg from 'pg';
 import { subscribe } from '../support/event-subscriber.js';
 import { http } from '../support/http.js';
-import { createOrder } from '../support/orders.js';
+import { createOrder, orderInOpenTransaction } from '../support/orders.js';
 import { type Instance, killAll, startInstance } from '../support/processes.js';
 import { bearer, uniqueTenant } from '../support/tokens.js';
 
@@ -186,15 +185,8 @@ describe('events: the subscription (events.onEvent over SSE)', function () {
     await sub.started;
     await createOrder(instance.url, mine, 'before');
     await until('the first order arrived', () => sub.received.length === 1);
-    const held = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
-    await held.connect();
+    const { client: held } = await orderInOpenTransaction(tenant, userId, 'held');
     try {
-      await held.query('BEGIN');
-      await held.query(
-        `INSERT INTO orders (id, tenant_id, user_id, merchant_order_no, amount, currency, status, created_at, updated_at)
-         VALUES (nextval('orders_id_seq'), $1, $2, 'held', 1, 'USD', 'CREATED', now(), now())`,
-        [tenant, userId],
-      );
       // Events of other types wake the subscriber: it reads, sees none of its own, and moves on to
       // the feed's horizon, which the open transaction holds below its event.
       await createOrder(instance.url, mine, 'after');

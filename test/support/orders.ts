@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import type { OrderDto } from '../../routers/orders/orders.schema.js';
 import { http } from './http.js';
 import { idempotencyKey } from './tokens.js';
@@ -29,5 +30,31 @@ export async function createOrder(
       throw new Error(`createOrder: ${res.status} ${res.text}`);
     }
     await sleep(200 * attempt);
+  }
+}
+
+/**
+ * An order inserted straight into the database by a transaction left open: its event is written and
+ * not committed (the feed's and the subscriptions' gap tests, the outbox's rollback). The caller
+ * commits or rolls back on `client`, then ends it.
+ */
+export async function orderInOpenTransaction(
+  tenant: string,
+  userId: string,
+  merchantOrderNo: string,
+): Promise<{ client: pg.Client; orderId: string }> {
+  const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+  await client.connect();
+  try {
+    await client.query('BEGIN');
+    const inserted = await client.query<{ id: string }>(
+      `INSERT INTO orders (id, tenant_id, user_id, merchant_order_no, amount, currency, status, created_at, updated_at)
+       VALUES (nextval('orders_id_seq'), $1, $2, $3, 1, 'USD', 'CREATED', now(), now()) RETURNING id::text`,
+      [tenant, userId, merchantOrderNo],
+    );
+    return { client, orderId: inserted.rows[0].id };
+  } catch (err) {
+    await client.end();
+    throw err;
   }
 }
