@@ -16,10 +16,14 @@ export interface ExportScope {
   tenantId: string;
   /** null: an admin's export, the tenant's rows; else the creator's own. */
   userId: string | null;
-  createdFrom: Date | null;
-  createdTo: Date | null;
+  /**
+   * The instants as PostgreSQL writes them (text): read into a JS Date they would lose their
+   * microseconds, and a row created within the same millisecond would fall on the wrong side.
+   */
+  createdFrom: string | null;
+  createdTo: string | null;
   /** Rows created up to this instant: those that existed when the export was created. */
-  snapshotAt: Date;
+  snapshotAt: string;
 }
 
 /**

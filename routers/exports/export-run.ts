@@ -38,15 +38,15 @@ async function readTaken(sequelize: Sequelize, lease: RowLease): Promise<Taken |
     tenantId: string;
     userId: string;
     allUsers: boolean;
-    createdFrom: Date | null;
-    createdTo: Date | null;
-    snapshotAt: Date;
+    createdFrom: string | null;
+    createdTo: string | null;
+    snapshotAt: string;
     lastId: string | null;
     partsWritten: number;
   }>(
     sequelize,
     `SELECT resource, format, tenant_id AS "tenantId", user_id::text AS "userId", all_users AS "allUsers",
-            created_from AS "createdFrom", created_to AS "createdTo", snapshot_at AS "snapshotAt",
+            created_from::text AS "createdFrom", created_to::text AS "createdTo", snapshot_at::text AS "snapshotAt",
             last_id AS "lastId", parts_written AS "partsWritten"
        FROM exports WHERE id = $1 AND lease_owner = $2 AND status = 'PROCESSING'`,
     [lease.id, lease.owner],

@@ -1,6 +1,6 @@
 import type { Sequelize, Transaction } from 'sequelize';
 import { processing } from '../../core/envelope.js';
-import { NotFound } from '../../core/errors.js';
+import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
 import { sqlRows } from '../../core/sql.js';
 import {
@@ -153,7 +153,10 @@ export async function acceptExport(
   return outcome;
 }
 
-/** Its creator or an admin of its tenant; anyone else (and another tenant) gets 404. */
+/**
+ * Its creator or an admin of its tenant. Another tenant's export is 404 (not revealed); another user
+ * of the same tenant gets 403, as for orders and refunds (CONTRACT section 4).
+ */
 export async function readVisibleExport(
   auth: Identity,
   sequelize: Sequelize,
@@ -164,9 +167,8 @@ export async function readVisibleExport(
     `SELECT ${EXPORT_COLUMNS} FROM exports WHERE id = $1 AND tenant_id = $2`,
     [id, auth.tenantId],
   );
-  if (!row || (auth.role !== 'admin' && String(row.userId) !== auth.userId)) {
-    throw new NotFound('Export not found');
-  }
+  if (!row) throw new NotFound('Export not found');
+  if (auth.role !== 'admin' && String(row.userId) !== auth.userId) throw new Forbidden('Not your export');
   return row;
 }
 

@@ -7,8 +7,13 @@ export const EXPORT_FORMATS = ['csv', 'ndjson'] as const;
 export type ExportResource = (typeof EXPORT_RESOURCES)[number];
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
-/** An ISO 8601 date-time (with `Z` or an offset), as the createdAt of the transfer objects. */
-const instant = z.iso.datetime({ offset: true });
+/**
+ * An ISO 8601 date-time (with `Z` or an offset), as the createdAt of the transfer objects. Year 0000
+ * is ISO's 1 BC, which PostgreSQL's timestamptz does not read (a 500 before this check): from 0001.
+ */
+const instant = z.iso
+  .datetime({ offset: true })
+  .refine((s) => !s.startsWith('0000-'), 'must be a date-time from the year 0001 on');
 
 /** The body of POST /exports (CONTRACT section 11); unknown fields are 400 like every body. */
 export const createExportInput = z

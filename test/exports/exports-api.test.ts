@@ -90,6 +90,8 @@ describe('exports: POST /exports, GET /exports/{id}, GET /exports/{id}/file (CON
       [{ resource: 'orders', format: 'xml' }, 'format'],
       [{ resource: 'orders', createdFrom: 'yesterday' }, 'createdFrom'],
       [{ resource: 'orders', createdTo: '2026-13-01T00:00:00Z' }, 'createdTo'],
+      // ISO's year 0000 parses in JS but not in PostgreSQL (a 500 before it was refused).
+      [{ resource: 'orders', createdFrom: '0000-01-01T00:00:00Z' }, 'createdFrom'],
       [
         { resource: 'orders', createdFrom: '2026-02-01T00:00:00Z', createdTo: '2026-01-01T00:00:00Z' },
         'createdFrom',
@@ -188,6 +190,28 @@ describe('exports: POST /exports, GET /exports/{id}, GET /exports/{id}/file (CON
     ).to.deep.equal(expected);
   });
 
+  it('when createdFrom/createdTo fall within one millisecond, then rows are compared to the microsecond', async () => {
+    const tenant = uniqueTenant('exp');
+    const sequelize = await db();
+    await insertOrders(sequelize, { tenant, userId: USER_A, count: 3, prefix: 'us' });
+    // Created at .000100, .000400 and .000700 s: one millisecond, which a JS Date cannot tell apart.
+    await sqlRows(
+      sequelize,
+      `UPDATE orders o SET created_at = '2026-01-01T00:00:00.0001Z'::timestamptz + (s.n - 1) * interval '300 microseconds'
+         FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM orders WHERE tenant_id = $1) s
+        WHERE o.id = s.id`,
+      [tenant],
+    );
+    const { file, final } = await exportFile(bearer(tenant, USER_A), {
+      resource: 'orders',
+      format: 'ndjson',
+      createdFrom: '2026-01-01T00:00:00.0002Z',
+      createdTo: '2026-01-01T00:00:00.0006Z',
+    });
+    expect(final.rowCount).to.equal(1);
+    expect(JSON.parse(file.text).merchantOrderNo).to.equal('us-2');
+  });
+
   it('when payments are exported, then each line is the payment as GET /payments/{id} answers it', async () => {
     const tenant = uniqueTenant('exp');
     const auth = bearer(tenant, USER_A);
@@ -221,12 +245,15 @@ describe('exports: POST /exports, GET /exports/{id}, GET /exports/{id}/file (CON
     expect(nd.final).to.deep.include({ rowCount: 0, bytes: 0 });
   });
 
-  it('when another user of the tenant, or another tenant, asks for an export or its file, then 404; an admin of the tenant gets it', async () => {
+  it('when another user of the tenant asks for an export or its file, then 403; another tenant 404; an admin of the tenant gets it', async () => {
     const tenant = await tenantWithOrders(1, 0);
     const { id } = await exportFile(bearer(tenant, USER_A), { resource: 'orders' });
-    for (const auth of [bearer(tenant, USER_B), bearer(uniqueTenant('exp'), USER_A, 'admin')]) {
-      expectError(await http('GET', `/api/v1/exports/${id}`, { headers: auth }), 404);
-      expectError(await http('GET', `/api/v1/exports/${id}/file`, { headers: auth }), 404);
+    for (const [auth, status] of [
+      [bearer(tenant, USER_B), 403],
+      [bearer(uniqueTenant('exp'), USER_A, 'admin'), 404],
+    ] as const) {
+      expectError(await http('GET', `/api/v1/exports/${id}`, { headers: auth }), status);
+      expectError(await http('GET', `/api/v1/exports/${id}/file`, { headers: auth }), status);
     }
     const admin = bearer(tenant, '1', 'admin');
     expect((await http('GET', `/api/v1/exports/${id}`, { headers: admin })).status).to.equal(200);
