@@ -5,7 +5,7 @@ import { type Position, START } from './feed.js';
 /**
  * Wakes the subscribers of this instance when the feed has grown: one poller per process (not one
  * per subscriber), a cheap indexed query every POLL_MS that reads which tenants have events newly
- * visible below the snapshot's xmin (events/feed.ts readFeed's horizon). A subscriber then reads its
+ * visible below the feed's horizon (events/feed.ts readFeedPage). A subscriber then reads its
  * next page from its own position; the waker carries no event and no position of anyone's, so a
  * missed or spurious wake-up costs latency or a query, never an event (correctness comes from the
  * outbox alone). Polling rather than LISTEN/NOTIFY: it works through PgBouncer's transaction mode,
@@ -112,9 +112,9 @@ export class FeedWaker {
         this.sequelize,
         first
           ? `SELECT tx_id::text AS tx_id, seq::text AS seq, tenant_id FROM events
-              WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx_id DESC, seq DESC LIMIT 1`
+              WHERE tx_id < (SELECT events_horizon()) ORDER BY tx_id DESC, seq DESC LIMIT 1`
           : `SELECT tx_id::text AS tx_id, seq::text AS seq, tenant_id FROM events
-              WHERE (tx_id, seq) > ($1::xid8, $2::bigint) AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+              WHERE (tx_id, seq) > ($1::xid8, $2::bigint) AND tx_id < (SELECT events_horizon())
               ORDER BY tx_id, seq LIMIT $3`,
         first ? [] : [after.txId.toString(), after.seq.toString(), POLL_LIMIT],
       );

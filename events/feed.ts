@@ -32,10 +32,11 @@ export interface Position {
 export const START: Position = { txId: 0n, seq: 0n };
 
 /**
- * The last position below a snapshot's xmin: every event at or before it belongs to a transaction
- * that has ended (it is visible, or it never will be), and every event still to commit comes after it.
+ * The last position below a horizon (readFeedPage's): every event at or before it belongs to a
+ * transaction that has ended (it is visible, or it never will be), and every event still to commit
+ * comes after it.
  */
-export const positionBelow = (xmin: bigint): Position => ({ txId: xmin - 1n, seq: 2n ** 63n - 1n });
+export const positionBelow = (horizon: bigint): Position => ({ txId: horizon - 1n, seq: 2n ** 63n - 1n });
 
 const later = (a: Position, b: Position): Position =>
   a.txId > b.txId || (a.txId === b.txId && a.seq > b.seq) ? a : b;
@@ -99,10 +100,12 @@ export interface FeedPage {
  * The trap (DESIGN "Events: the transactional outbox"): sequence numbers are taken at INSERT and
  * transactions commit in another order, so "seq > last seen" skips an event whose transaction was
  * still open when a later one was read. Here the order is (tx_id, seq) and only events of
- * transactions below the statement's snapshot xmin (the horizon) are shown: each of those has ended,
- * and every transaction still open or yet to start has a tx_id at or above that xmin, so nothing can
- * ever appear before a position already read. The cost: an event waits for every older writing
- * transaction (in the whole cluster) to end; the service keeps its writing transactions short.
+ * transactions below the statement's horizon are shown: `events_horizon()` (migration
+ * 20261128000701), the snapshot's oldest open transaction that is not known to run in another
+ * database. Each transaction below it has ended or cannot write this database's events, and every one
+ * still open here or yet to start has a tx_id at or above it, so nothing can ever appear before a
+ * position already read. The cost: an event waits for every older writing transaction of this
+ * database to end; the service keeps its writing transactions short.
  *
  * `next`: after a full page, its last event (more may follow below the horizon). After a shorter one
  * the query has seen every event it matches up to the horizon, and nothing can commit there any more,
@@ -112,7 +115,7 @@ export interface FeedPage {
  */
 export async function readFeedPage(sequelize: Sequelize, q: FeedQuery): Promise<FeedPage> {
   const values: unknown[] = [q.after.txId.toString(), q.after.seq.toString(), q.limit];
-  const where: string[] = ['(e.tx_id, e.seq) > ($1::xid8, $2::bigint)', 'e.tx_id < h.xmin'];
+  const where: string[] = ['(e.tx_id, e.seq) > ($1::xid8, $2::bigint)', 'e.tx_id < h.horizon'];
   if (q.tenantId !== undefined) {
     values.push(q.tenantId);
     where.push(`e.tenant_id = $${values.length}`);
@@ -128,8 +131,8 @@ export async function readFeedPage(sequelize: Sequelize, q: FeedQuery): Promise<
   // One row even when the page is empty (the horizon alone, its event columns null).
   const rows = await sqlRows<Partial<EventRow> & { horizon: string }>(
     sequelize,
-    `SELECT h.xmin::text AS horizon, page.*
-       FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) h
+    `SELECT h.horizon::text AS horizon, page.*
+       FROM (SELECT events_horizon() AS horizon) h
        LEFT JOIN LATERAL (SELECT ${EVENT_COLUMNS}
                             FROM events e WHERE ${where.join(' AND ')} ORDER BY e.tx_id, e.seq LIMIT $3) page ON true
       ORDER BY page.tx_id::xid8, page.seq`,

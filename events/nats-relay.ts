@@ -9,7 +9,7 @@ import type { NatsBus, PublishResult } from './nats-bus.js';
 /**
  * The NATS relay (CONTRACT section 12 "Bus"; docs/DECISIONS.md "The NATS relay"): publishes the
  * outbox to JetStream. It reads the feed (every tenant, in (tx_id, seq) order, only below the
- * snapshot's xmin, so it never passes an event whose transaction is still open) after its position
+ * feed's horizon, so it never passes an event whose transaction is still open) after its position
  * in `event_relays`, publishes each event with Nats-Msg-Id = the event id and waits for its ack, one
  * after another, then moves the position past what was acknowledged. A relay that dies between
  * publishing and moving the position publishes those events again; JetStream drops each repeat

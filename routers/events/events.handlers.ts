@@ -44,14 +44,11 @@ const PAGE = 100;
 /**
  * The position a subscription without `lastEventId` starts from: everything visible now is past, so
  * it receives the events that become visible after it subscribed. Every event not yet visible has a
- * transaction id at or above the snapshot's xmin, so the position just below it is the head.
+ * transaction id at or above the feed's horizon (events/feed.ts), so the position just below it is the head.
  */
 export async function headPosition(sequelize: Sequelize): Promise<Position> {
-  const [row] = await sqlRows<{ xmin: string }>(
-    sequelize,
-    'SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin',
-  );
-  return positionBelow(BigInt(row.xmin));
+  const [row] = await sqlRows<{ horizon: string }>(sequelize, 'SELECT events_horizon()::text AS horizon');
+  return positionBelow(BigInt(row.horizon));
 }
 
 /**

@@ -59,10 +59,10 @@ async function until(what: string, condition: () => boolean, ms = 10000): Promis
 /**
  * Until the feed's horizon has passed every transaction begun so far, so that a read shows every write
  * already answered. An answered write's event enters the feed once every older writing transaction of
- * the cluster has ended (docs/DECISIONS.md "Events: feed order"): a background job of the server, or
- * another database's transaction on the same PostgreSQL, may still be open for a moment after the
- * answer. A transaction id taken now is above every such write's; the horizon (the snapshot's xmin)
- * is past it once every transaction below it has ended.
+ * the database has ended (docs/DECISIONS.md "Events: feed order"): a background job of the server may
+ * still be open for a moment after the answer. A transaction id taken now is above every such write's;
+ * the horizon (events_horizon(), as the feed reads it) is past it once every transaction of this
+ * database below it has ended.
  */
 async function horizonPassed(): Promise<void> {
   const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
@@ -72,7 +72,7 @@ async function horizonPassed(): Promise<void> {
     const deadline = Date.now() + 10000;
     for (;;) {
       const { rows: h } = await client.query<{ passed: boolean }>(
-        'SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8 AS passed',
+        'SELECT (SELECT events_horizon()) > $1::xid8 AS passed',
         [rows[0].x],
       );
       if (h[0].passed) return;
@@ -246,6 +246,38 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
       expect(after.items[0].id).to.equal(heldId);
     } finally {
       await held.end();
+    }
+  });
+
+  it("when another database of the same PostgreSQL holds a transaction open, then the feed does not wait for it (a transaction of the service's database still holds the horizon)", async () => {
+    const feedOther = uniqueTenant('feed-otherdb');
+    const admin = bearer(feedOther, '820000031', 'admin');
+    const otherUrl = new URL(String(process.env.TEST_DATABASE_URL));
+    otherUrl.pathname = '/postgres';
+    const other = new pg.Client({ connectionString: otherUrl.toString() });
+    const own = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+    await other.connect();
+    await own.connect();
+    try {
+      await other.query('BEGIN');
+      const { rows: held } = await other.query<{ x: string }>('SELECT pg_current_xact_id()::text AS x');
+      await createOrder(undefined, admin, 'beside-other-db');
+      // Bounded: the server's own short transactions end at once; the other database's never does here.
+      await horizonPassed();
+      const page = await feed(admin);
+      expect(page.items.map((e) => e.data.merchantOrderNo)).to.deep.equal(['beside-other-db']);
+      expect(compare(page.next, `evt_${held[0].x}_0`)).to.be.greaterThan(0);
+      // One of this database's, still open, holds the horizon where it was: at or below its id.
+      await own.query('BEGIN');
+      const { rows: mine } = await own.query<{ x: string }>('SELECT pg_current_xact_id()::text AS x');
+      const { rows: h } = await own.query<{ held: boolean }>(
+        'SELECT (SELECT events_horizon()) <= $1::xid8 AS held',
+        [mine[0].x],
+      );
+      expect(h[0].held).to.equal(true);
+    } finally {
+      await other.end();
+      await own.end();
     }
   });
 
