@@ -64,6 +64,12 @@ export async function startServer(config: Config): Promise<RunningServer> {
   for (const name of config.devDefaults) {
     logger.warn(`${name} is not set: using the dev-only default (refused when NODE_ENV=production)`);
   }
+  if (config.NODE_ENV === 'production' && !config.PAYMENT_GATEWAY_URL) {
+    // CONTRACT section 8 lets this combination start; it must not pass unnoticed.
+    logger.warn(
+      'PAYMENT_GATEWAY_URL is not set with NODE_ENV=production: payments and refunds go to the bundled simulator, which moves no money',
+    );
+  }
   const db = await openDatabase(config, (line) => logger.debug({ source: 'postgres' }, line));
   // On a cluster, start-up may meet a failover: wait (bounded) for a writable leader, then migrate.
   const applied = await whenWritable(
@@ -133,7 +139,13 @@ export async function startServer(config: Config): Promise<RunningServer> {
   const server = http.createServer(app);
   server.keepAliveTimeout = 5000;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    // The variables named, as for an invalid value (CONTRACT section 8): a HOST that does not
+    // resolve, an address not of this machine, a PORT in use.
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        new Error(`cannot listen on HOST=${config.HOST} PORT=${config.PORT}: ${err.code ?? err.message}`),
+      ),
+    );
     server.listen(config.PORT, config.HOST, resolve);
   });
   const { port } = server.address() as AddressInfo;

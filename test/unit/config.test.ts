@@ -43,15 +43,44 @@ describe('configuration (CONTRACT section 8)', () => {
     expect(message).to.match(/IDEMPOTENCY_LEASE_MS/);
   });
 
-  it('when NODE_ENV=production comes without JWT_SECRET and PAYMENT_GATEWAY_URL, then one message names both (and every other missing secret)', () => {
+  it('when NODE_ENV=production comes without its secrets, then one message names every one of them', () => {
     const message = refusal({ NODE_ENV: 'production' });
-    for (const name of [
-      'JWT_SECRET',
-      'PAYMENT_GATEWAY_URL',
-      'IDEMPOTENCY_HMAC_KEY',
-      'RESPONSE_ENCRYPTION_KEY',
-    ])
+    for (const name of ['JWT_SECRET', 'IDEMPOTENCY_HMAC_KEY', 'RESPONSE_ENCRYPTION_KEY'])
       expect(message).to.include(`${name}:`);
+    expect(message).to.not.include('PAYMENT_GATEWAY_URL');
+  });
+
+  it('when NODE_ENV=production comes with its secrets but no PAYMENT_GATEWAY_URL, then it starts (CONTRACT section 8: unset, the bundled simulator; a warning is logged)', () => {
+    const config = loadConfig({
+      NODE_ENV: 'production',
+      JWT_SECRET: 'a-production-secret-0123456789',
+      IDEMPOTENCY_HMAC_KEY: 'a-production-hmac-key-012345',
+      RESPONSE_ENCRYPTION_KEY: key32,
+    });
+    expect(config.PAYMENT_GATEWAY_URL).to.equal(undefined);
+  });
+
+  it('when a number is not written in decimal digits, a key is not strict base64, or the gateway URL is not http(s), then start is refused naming the variable', () => {
+    const cases: Array<[Record<string, string>, string]> = [
+      [{ PORT: '0x0CA5' }, 'PORT:'],
+      [{ IDEMPOTENCY_WAIT_MS: '1e3' }, 'IDEMPOTENCY_WAIT_MS:'],
+      [{ IDEMPOTENCY_LEASE_MS: ' 2000' }, 'IDEMPOTENCY_LEASE_MS:'],
+      [{ GATEWAY_TIMEOUT_MS: '0x20' }, 'GATEWAY_TIMEOUT_MS:'],
+      [{ IDEMPOTENCY_TTL_HOURS: '0x10' }, 'IDEMPOTENCY_TTL_HOURS:'],
+      [{ EXPORT_TTL_HOURS: 'Infinity' }, 'EXPORT_TTL_HOURS:'],
+      [{ RESPONSE_ENCRYPTION_KEY: `!!!!${key32}` }, 'RESPONSE_ENCRYPTION_KEY:'],
+      [{ RESPONSE_ENCRYPTION_PREVIOUS_KEYS: `k0:!!!!${key32}` }, 'RESPONSE_ENCRYPTION_PREVIOUS_KEYS:'],
+      [{ PAYMENT_GATEWAY_URL: 'ftp://127.0.0.1/x' }, 'PAYMENT_GATEWAY_URL:'],
+    ];
+    for (const [env, name] of cases) expect(refusal(env), JSON.stringify(env)).to.include(name);
+    const config = loadConfig({
+      PORT: '3237',
+      IDEMPOTENCY_TTL_HOURS: '0.5',
+      GATEWAY_TIMEOUT_MS: '900',
+      RESPONSE_ENCRYPTION_KEY: key32,
+      PAYMENT_GATEWAY_URL: 'https://gateway.example',
+    });
+    expect(config).to.include({ PORT: 3237, IDEMPOTENCY_TTL_HOURS: 0.5, GATEWAY_TIMEOUT_MS: 900 });
   });
 
   it('when several variables are invalid, then every one is named in one line', () => {
@@ -140,6 +169,28 @@ describe('configuration (CONTRACT section 8)', () => {
     const code = await new Promise((resolve) => child.once('close', resolve));
     expect(code).to.equal(1);
     expect(stderr.trim().split('\n')).to.have.length(1);
-    expect(stderr).to.include('JWT_SECRET:').and.include('PAYMENT_GATEWAY_URL:');
+    expect(stderr).to.include('JWT_SECRET:').and.include('RESPONSE_ENCRYPTION_KEY:');
+  });
+
+  it('when the server process cannot listen on HOST, then it exits 1 with a line naming HOST and PORT', async function () {
+    this.timeout(60000);
+    // 192.0.2.1 (TEST-NET-1, RFC 5737) is no address of this machine: EADDRNOTAVAIL, with no DNS.
+    const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        LOG_LEVEL: 'silent',
+        DATABASE_URL: String(process.env.TEST_DATABASE_URL),
+        HOST: '192.0.2.1',
+        PORT: '0',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    const code = await new Promise((resolve) => child.once('close', resolve));
+    expect(code).to.equal(1);
+    expect(stderr).to.match(/cannot listen on HOST=192\.0\.2\.1 PORT=0: EADDRNOTAVAIL/);
   });
 });
