@@ -61,11 +61,12 @@ export function preparePayment(
     const message = 'merchantOrderNo already has a payment with another amount or currency';
     return { kind: 'refused', error: new Conflict('business_key_reused', message) };
   }
-  if (String(row.orderAmount) !== input.amount || row.orderCurrency !== input.currency) {
-    return {
-      kind: 'refused',
-      error: new ValidationError('amount', "does not match the order's amount and currency"),
-    };
+  // The field that differs is named (CONTRACT section 6: the message starts with its path).
+  if (String(row.orderAmount) !== input.amount) {
+    return { kind: 'refused', error: new ValidationError('amount', "does not match the order's amount") };
+  }
+  if (row.orderCurrency !== input.currency) {
+    return { kind: 'refused', error: new ValidationError('currency', "does not match the order's currency") };
   }
   const now = new Date();
   const payment = Payment.build(

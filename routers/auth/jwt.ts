@@ -63,7 +63,8 @@ const VERIFIED_MAX = 10_000;
 /** Verifies `Authorization: Bearer <JWT>`: HS256 only (so `alg: none` fails), `exp` required. */
 export function verifyBearer(secret: string, header: string | undefined): Identity {
   if (!header) throw new Unauthorized('Authentication required');
-  const match = /^Bearer ([A-Za-z0-9_.-]+)$/.exec(header);
+  // The scheme is case-insensitive (RFC 9110 section 11.1): `bearer` and `BEARER` are Bearer.
+  const match = /^Bearer ([A-Za-z0-9_.-]+)$/i.exec(header);
   if (!match) throw new Unauthorized('Malformed Authorization header');
   const token = match[1];
   let known = verified.get(secret);

@@ -134,6 +134,15 @@ describe('auth: roles, operator tokens and user rows', () => {
     expect(list).to.have.length(2);
   });
 
+  it('when the scheme is written in another case (bearer, BEARER), then the token is accepted on REST and tRPC (RFC 9110: schemes are case-insensitive)', async () => {
+    const tenant = uniqueTenant();
+    for (const scheme of ['bearer', 'BEARER', 'bEaReR']) {
+      const headers = { Authorization: `${scheme} ${tokenFor(tenant, OPERATOR_ID, 'admin')}` };
+      expect(expectSuccess(await http('GET', '/api/v1/users', { headers }))).to.deep.equal([]);
+      expect((await trpcQuery('users.list', {}, headers)).status).to.equal(200);
+    }
+  });
+
   it('when a valid admin token names a sub without a user row, then it is accepted and no row is created', async () => {
     const tenant = uniqueTenant();
     const sub = '900000777';

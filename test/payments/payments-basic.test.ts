@@ -68,4 +68,15 @@ describe('payments: basic outcomes (in-process gateway simulator)', () => {
     expect(res.status).to.equal(400);
     expect(res.body.message).to.match(/^amount: /);
   });
+
+  it('when the amount matches but the currency differs from the order, then 400 naming currency', async () => {
+    const auth = bearer(uniqueTenant(), '800000004');
+    await createOrder(undefined, auth, 'mo-c', '10.00');
+    const res = await http('POST', '/api/v1/payments', {
+      headers: { ...auth, 'Idempotency-Key': idempotencyKey() },
+      body: { merchantOrderNo: 'mo-c', amount: '10.00', currency: 'EUR' },
+    });
+    expect(res.status, res.text).to.equal(400);
+    expect(res.body.message).to.match(/^currency: /);
+  });
 });
