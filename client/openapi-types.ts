@@ -896,11 +896,6 @@ export interface operations {
                      * @enum {string}
                      */
                     role?: "admin" | "user";
-                    /**
-                     * @default ACTIVE
-                     * @enum {string}
-                     */
-                    status?: "ACTIVE" | "DISABLED";
                 };
             };
         };
@@ -6191,11 +6186,6 @@ export interface operations {
                      * @enum {string}
                      */
                     role?: "admin" | "user";
-                    /**
-                     * @default ACTIVE
-                     * @enum {string}
-                     */
-                    status?: "ACTIVE" | "DISABLED";
                 };
             };
         };

@@ -50,7 +50,8 @@ async function newUser(auth: Identity, input: CreateUserInput): Promise<NewUser>
     passwordHash: password?.hash ?? null,
     passwordSalt: password?.salt ?? null,
     role: input.role,
-    status: input.status,
+    // Not a field of the create (CONTRACT section 3: an unknown body field, 400): PUT .../status sets it.
+    status: 'ACTIVE',
   };
 }
 

@@ -42,7 +42,6 @@ export const createUserInput = z.strictObject({
   email: email.nullish(),
   password: text().min(8).max(128).nullish(),
   role: role.default('user'),
-  status: status.default('ACTIVE'),
 });
 export type CreateUserInput = z.infer<typeof createUserInput>;
 

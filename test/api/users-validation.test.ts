@@ -79,6 +79,8 @@ describe('users: create field rules (POST /api/v1/users)', () => {
     ['an email given as true', { email: true }, 'email'],
     ['an unknown field', { nickname: 'x' }, 'nickname'],
     ['an id', { id: '1' }, 'id'],
+    // Not a field of the create (CONTRACT section 3): PUT /api/v1/users/{id}/status sets it.
+    ['a status', { status: 'DISABLED' }, 'status'],
   ];
   for (const [label, fields, field] of invalid) {
     it(`when the body has ${label}, then 400 naming the field and no row is written`, async () => {

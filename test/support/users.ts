@@ -34,13 +34,22 @@ export function uniqueUsername(prefix = 'u'): string {
 }
 
 /** Factory: one user row per call, created over REST by the tenant's operator admin. */
+/** A user made through the API; a `status` is set afterwards by PUT .../status (not a field of the create). */
 export async function createUser(tenant: string, fields: Record<string, unknown> = {}): Promise<UserBody> {
+  const { status, ...create } = fields;
   const res = await http('POST', '/api/v1/users', {
     headers: adminOf(tenant),
-    body: { name: 'Test User', age: 30, ...fields },
+    body: { name: 'Test User', age: 30, ...create },
   });
   if (res.status !== 201) throw new Error(`createUser: ${res.status} ${res.text}`);
-  return res.body.data as UserBody;
+  const user = res.body.data as UserBody;
+  if (status === undefined || status === user.status) return user;
+  const set = await http('PUT', `/api/v1/users/${user.id}/status`, {
+    headers: adminOf(tenant),
+    body: { status },
+  });
+  if (set.status !== 200) throw new Error(`createUser: status ${set.status} ${set.text}`);
+  return set.body.data as UserBody;
 }
 
 /** The raw database row of a user (snake_case columns), or undefined when there is none. */
