@@ -91,6 +91,10 @@ export function refusedRange(address: string): string | null {
 export function parseDestinationUrl(raw: string): URL {
   if (raw.length > MAX_URL_LENGTH)
     throw new DestinationRefused(`the URL is longer than ${MAX_URL_LENGTH} characters`);
+  // The WHATWG parser strips leading and trailing spaces and control characters, and drops tabs and
+  // line breaks inside; a URL stored as sent must be the URL used, so any of them is refused.
+  if ([...raw].some((c) => c <= ' ' || c === '\u007f'))
+    throw new DestinationRefused('the URL must not contain spaces or control characters');
   let url: URL;
   try {
     url = new URL(raw);

@@ -96,7 +96,20 @@ describe('webhook destination guard (SSRF, CONTRACT section 12)', () => {
     expect(await refusal('ftp://example.com/x', anyMode)).to.match(/http or https/);
     expect(await refusal('https://user:secret@example.com/x', anyMode)).to.match(/credentials/);
     expect(await refusal(`https://example.com/${'a'.repeat(2048)}`, anyMode)).to.match(/2048/);
-    expect(await refusal('not a url', anyMode)).to.match(/valid absolute URL/);
+    expect(await refusal('not-a-url', anyMode)).to.match(/valid absolute URL/);
+  });
+
+  it('refuses a URL with a space, tab, line break or control character anywhere (the parser would drop or encode them: the URL used would not be the URL stored)', async () => {
+    const anyMode: DestinationPolicy = { production: false, allowPrivateNetworks: true };
+    for (const url of [
+      ' http://example.com/x',
+      'http://example.com/x ',
+      'http://exa\tmple.com/',
+      'http://example.com/a b',
+      'http://example.com/\n',
+      'http://example.com/\u007f',
+    ])
+      expect(await refusal(url, anyMode), JSON.stringify(url)).to.match(/spaces or control characters/);
   });
 
   it('a public literal address is accepted in production', async () => {
