@@ -55,7 +55,17 @@ const domainErrorsKeepTheirCode = t.middleware(async ({ next }) => {
   return result;
 });
 
-export const publicProcedure = t.procedure.use(domainErrorsKeepTheirCode);
+/**
+ * tRPC hands a procedure no input when the call sends none (a query without `?input`, a mutation
+ * without a body). Every procedure here takes one object, so no input is the empty object: a list
+ * gets its defaults and a create a 400 naming its first missing field, as REST answers the same call
+ * (before, "expected object, received undefined", naming no field).
+ */
+const absentInputIsEmpty = t.middleware(({ getRawInput, next }) =>
+  next({ getRawInput: async () => (await getRawInput()) ?? {} }),
+);
+
+export const publicProcedure = t.procedure.use(absentInputIsEmpty).use(domainErrorsKeepTheirCode);
 
 /**
  * Verifies the bearer token, then the user row when one exists: a DISABLED user is refused (403)

@@ -32,6 +32,21 @@ describe('query integers and the tRPC media type', () => {
     expect(res.body.data).to.include({ page: 3, size: 7 });
   });
 
+  it('when a tRPC call sends no input, then it is the empty object: a list gets its defaults, a create a 400 naming its first missing field (as REST)', async () => {
+    const headers = bearer(uniqueTenant(), '1', 'admin');
+    for (const path of ['users.list', 'users.listPage', 'orders.list', 'events.list']) {
+      const res = await http('GET', `/trpc/${path}`, { headers });
+      expect(res.status, `${path}: ${res.text}`).to.equal(200);
+    }
+    const page = await http('GET', '/trpc/users.listPage', { headers });
+    expect(page.body.result.data.data).to.include({ page: 1, size: 10, total: 0 });
+    const create = await http('POST', '/trpc/users.create', {
+      headers: { ...headers, 'Content-Type': 'application/json' },
+    });
+    expect(create.status, create.text).to.equal(400);
+    expect(create.body.error.message).to.match(/^name: /);
+  });
+
   it("when a tRPC call declares a non-UTF-8 charset, then 415 in tRPC's error format", async () => {
     const res = await http('POST', '/trpc/users.create', {
       headers: {
