@@ -18,6 +18,20 @@ function refusal(env: Record<string, string>): string {
   throw new Error('the configuration was accepted');
 }
 
+/** Starts the server process with only `env` (and PATH, silent logs); its exit code and stderr. */
+async function startFails(env: Record<string, string>): Promise<{ code: unknown; stderr: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'silent', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const code = await new Promise((resolve) => child.once('close', resolve));
+  return { code, stderr };
+}
+
 describe('configuration (CONTRACT section 8)', () => {
   it('when IDEMPOTENCY_LEASE_MS=2000 is set alone, then it starts with a gateway time-out derived to fit twice in 3/4 of the lease', () => {
     const config = loadConfig({ IDEMPOTENCY_LEASE_MS: '2000' });
@@ -158,15 +172,7 @@ describe('configuration (CONTRACT section 8)', () => {
   });
 
   it('when the server process starts with an invalid configuration, then it exits 1 with one line naming every variable', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
-      env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production', LOG_LEVEL: 'silent' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    const code = await new Promise((resolve) => child.once('close', resolve));
+    const { code, stderr } = await startFails({ NODE_ENV: 'production' });
     expect(code).to.equal(1);
     expect(stderr.trim().split('\n')).to.have.length(1);
     expect(stderr).to.include('JWT_SECRET:').and.include('RESPONSE_ENCRYPTION_KEY:');
@@ -175,21 +181,11 @@ describe('configuration (CONTRACT section 8)', () => {
   it('when the server process cannot listen on HOST, then it exits 1 with a line naming HOST and PORT', async function () {
     this.timeout(60000);
     // 192.0.2.1 (TEST-NET-1, RFC 5737) is no address of this machine: EADDRNOTAVAIL, with no DNS.
-    const child = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        LOG_LEVEL: 'silent',
-        DATABASE_URL: String(process.env.TEST_DATABASE_URL),
-        HOST: '192.0.2.1',
-        PORT: '0',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const { code, stderr } = await startFails({
+      DATABASE_URL: String(process.env.TEST_DATABASE_URL),
+      HOST: '192.0.2.1',
+      PORT: '0',
     });
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    const code = await new Promise((resolve) => child.once('close', resolve));
     expect(code).to.equal(1);
     expect(stderr).to.match(/cannot listen on HOST=192\.0\.2\.1 PORT=0: EADDRNOTAVAIL/);
   });
