@@ -1,5 +1,5 @@
 import type { Sequelize } from 'sequelize';
-import { Forbidden } from '../../core/errors.js';
+import { Forbidden, NotFound } from '../../core/errors.js';
 import { type Allocated, sqlRows } from '../../core/sql.js';
 import { recordOfRow } from '../../idempotency/at-once.js';
 import type { StoredRecord } from '../../idempotency/record-store.js';
@@ -58,6 +58,22 @@ export function userRowOf(user: { status: string | null; role: string | null }):
   return user.status && user.role
     ? { status: user.status as User['status'], role: user.role as User['role'] }
     : undefined;
+}
+
+/**
+ * A tenant's resource as a reader may see it (CONTRACT section 4), the row read by tenant and id: none
+ * (no such id, or another tenant's, whose existence is not revealed) is 404 "<What> not found";
+ * another user's, for a caller who is not an admin, 403 "Not your <what>".
+ */
+export function visibleTo<R extends { userId: unknown }>(
+  identity: Identity,
+  row: R | null | undefined,
+  what: string,
+): R {
+  if (!row) throw new NotFound(`${what[0].toUpperCase()}${what.slice(1)} not found`);
+  if (identity.role !== 'admin' && String(row.userId) !== identity.userId)
+    throw new Forbidden(`Not your ${what}`);
+  return row;
 }
 
 /** Refuses any role but admin (403). */

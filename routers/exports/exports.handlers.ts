@@ -1,6 +1,5 @@
 import type { Sequelize, Transaction } from 'sequelize';
 import { processing } from '../../core/envelope.js';
-import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
 import { sqlRows } from '../../core/sql.js';
 import {
@@ -14,6 +13,7 @@ import {
 } from '../../core/stored-row.js';
 import type { IdempotentRequest } from '../../idempotency/engine.js';
 import type { Outcome, Reply } from '../../idempotency/outcome.js';
+import { visibleTo } from '../auth/who.js';
 import type { AuthedContext } from '../context.js';
 import { failureAsReply } from '../mutation-replies.js';
 import { exportEffect } from './export-run.js';
@@ -167,9 +167,7 @@ export async function readVisibleExport(
     `SELECT ${EXPORT_COLUMNS} FROM exports WHERE id = $1 AND tenant_id = $2`,
     [id, auth.tenantId],
   );
-  if (!row) throw new NotFound('Export not found');
-  if (auth.role !== 'admin' && String(row.userId) !== auth.userId) throw new Forbidden('Not your export');
-  return row;
+  return visibleTo(auth, row, 'export');
 }
 
 export async function getExport(ctx: AuthedContext, id: string): Promise<ExportDto> {

@@ -1,9 +1,9 @@
 import type { WhereOptions } from 'sequelize';
 import { uniqueAsConflict } from '../../core/db-errors.js';
-import { Forbidden, NotFound } from '../../core/errors.js';
 import type { Identity } from '../../core/identity.js';
 import { type Allocated, onlyRow } from '../../core/sql.js';
 import { type NewOrder, Order, type OrderRow } from '../../models/order.js';
+import { visibleTo } from '../auth/who.js';
 import type { BusinessStatement } from '../idempotent-mutation.js';
 import type { CreateOrderInput, OrderDto } from './orders.schema.js';
 
@@ -65,9 +65,7 @@ export async function createOrderStatement(
 /** Another tenant's order is 404 (not revealed); the same tenant's order of another user is 403. */
 export async function getOrder(auth: Identity, id: string): Promise<OrderDto> {
   const order = await Order.findOne({ where: { tenantId: auth.tenantId, id } });
-  if (!order) throw new NotFound('Order not found');
-  if (auth.role !== 'admin' && String(order.userId) !== auth.userId) throw new Forbidden('Not your order');
-  return toOrderDto(order);
+  return toOrderDto(visibleTo(auth, order, 'order'));
 }
 
 export async function listOrders(auth: Identity, page: number, size: number): Promise<OrderDto[]> {
