@@ -11,36 +11,26 @@ const DEV_RESPONSE_KEY = Buffer.alloc(32, 7).toString('base64');
 export const DEFAULT_PURGE_BUSY_PERCENT = 25;
 
 /**
- * A decimal integer in [min, max]: digits only (an optional minus), so `0x0CA5`, `1e3` or ` 5` are
- * refused rather than read as numbers by JavaScript's coercion.
+ * A number from the environment as written in `pattern` (a JSON number is taken as is): JavaScript's
+ * coercion would read `0x0CA5`, `1e3` or ` 5` as numbers, so anything else is refused.
  */
-const int = (def: number, min: number, max: number) =>
-  z
-    .union([
-      z.number(),
-      z
-        .string()
-        .regex(/^-?[0-9]{1,16}$/, 'must be a decimal integer')
-        .transform(Number),
-    ])
-    .pipe(z.number().int().min(min).max(max))
-    .default(def);
+const written = (pattern: RegExp, message: string) =>
+  z.union([z.number(), z.string().regex(pattern, message).transform(Number)]);
+
+/** A decimal integer in [min, max]: digits only, an optional minus. */
+const intIn = (min: number, max: number) =>
+  written(/^-?[0-9]{1,16}$/, 'must be a decimal integer').pipe(z.number().int().min(min).max(max));
+const int = (def: number, min: number, max: number) => intIn(min, max).default(def);
 
 /** A positive decimal number (hours: a fraction allowed) up to max; digits and one point only. */
 const hours = (def: number, max: number) =>
-  z
-    .union([
-      z.number(),
-      z
-        .string()
-        .regex(/^[0-9]{1,9}(\.[0-9]{1,9})?$/, 'must be a decimal number')
-        .transform(Number),
-    ])
+  written(/^[0-9]{1,9}(\.[0-9]{1,9})?$/, 'must be a decimal number')
     .pipe(z.number().positive().max(max))
     .default(def);
 
-/** Standard base64 of exactly 32 bytes: 43 characters and one `=`. */
-const BASE64_32 = /^[A-Za-z0-9+/]{43}=$/;
+/** Standard base64 of exactly 32 bytes: 43 characters and one `=`; an id:key pair of the previous keys. */
+const BASE64_32 = '[A-Za-z0-9+/]{43}=';
+const KEY_PAIR = `[A-Za-z0-9_-]{1,16}:${BASE64_32}`;
 
 const schema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
@@ -55,7 +45,10 @@ const schema = z.object({
   JWT_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   TOKEN_TTL_SECONDS: int(3600, 60, 7 * 24 * 3600),
   IDEMPOTENCY_HMAC_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
-  RESPONSE_ENCRYPTION_KEY: z.string().regex(BASE64_32, 'must be 32 bytes, base64-encoded').optional(),
+  RESPONSE_ENCRYPTION_KEY: z
+    .string()
+    .regex(new RegExp(`^${BASE64_32}$`), 'must be 32 bytes, base64-encoded')
+    .optional(),
   RESPONSE_ENCRYPTION_KEY_ID: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,16}$/)
@@ -65,7 +58,7 @@ const schema = z.object({
   RESPONSE_ENCRYPTION_PREVIOUS_KEYS: z
     .string()
     .regex(
-      /^[A-Za-z0-9_-]{1,16}:[A-Za-z0-9+/]{43}=(,[A-Za-z0-9_-]{1,16}:[A-Za-z0-9+/]{43}=)*$/,
+      new RegExp(`^${KEY_PAIR}(,${KEY_PAIR})*$`),
       'must be id:base64 pairs, each key 32 bytes, base64-encoded',
     )
     .optional(),
@@ -77,7 +70,7 @@ const schema = z.object({
     .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
     .optional(),
   // Unset: derived from the lease (see loadConfig), so that any allowed lease starts.
-  GATEWAY_TIMEOUT_MS: int(0, 10, 600000).unwrap().optional(),
+  GATEWAY_TIMEOUT_MS: intIn(10, 600000).optional(),
   IDEMPOTENCY_WAIT_MS: int(1000, 0, 60000),
   IDEMPOTENCY_LEASE_MS: int(30000, 100, 3600000),
   IDEMPOTENCY_TTL_HOURS: hours(24, 24 * 365),
