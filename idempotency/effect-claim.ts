@@ -65,7 +65,13 @@ export async function claimEffect<Row extends EffectRow, In>(
         // The effect's lookup rides with the claim, and so does the gate: one round trip for all.
         // The lookup is built from the request as it came (the gate may change the caller's role,
         // never the tenant or the user it names).
-        claimed = await leases.claim(t, req, effect.lookup?.(request, req.scopeKey), gate?.statement);
+        claimed = await leases.claim(
+          t,
+          req,
+          effect.lookup?.(request, req.scopeKey),
+          gate?.statement,
+          deps.engine.claimLockBudgetMs(req),
+        );
       } catch (err) {
         // lock_timeout on our own key's uncommitted record: its request is in flight (202). Only the
         // claim's own wait says so (the lookup's, on a business row, is the request's error: 503).

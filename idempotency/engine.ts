@@ -49,6 +49,11 @@ export interface IdempotentRequest extends ClaimRequest {
    * (payments: the payment row holds everything its answer says). undefined: cannot be rebuilt.
    */
   rebuild?: (resourceId: string) => Promise<Reply | undefined>;
+  /**
+   * When the request arrived (Date.now()): its wait bound runs from here, whatever it waited for on
+   * the way (a pooled connection for the auth read, the placeholder). Unset: from the engine's call.
+   */
+  receivedAt?: number;
 }
 
 /**
@@ -176,7 +181,7 @@ export class IdempotencyEngine {
     const answered = await this.answerFromRecord(req, existing, signal);
     if (answered) return answered;
 
-    const deadline = Date.now() + this.settings.waitMs;
+    const deadline = this.waitDeadline(req);
     await this.slotRows.ensure(req.userScope);
     const heldPlaceholder = await this.placeholder?.acquire(req.scopeKey);
     try {
@@ -228,7 +233,9 @@ export class IdempotencyEngine {
     const business = work.sql(claimedGuard(req.scopeKey));
     let row: Awaited<ReturnType<typeof executeAtOnce>>;
     try {
-      row = await executeAtOnce(this.sequelize, req, this.settings, check, final, business);
+      // The claim's lock wait gets what is left of the bound (a wait for the pool came first).
+      const limits = { ...this.settings, waitMs: this.waitLeftMs(req) };
+      row = await executeAtOnce(this.sequelize, req, limits, check, final, business);
     } catch (err) {
       const answered = (outcome: Outcome): AtOnce => ({ kind: 'answered', outcome });
       if (!businessStatementError(err)) {
@@ -417,7 +424,7 @@ export class IdempotencyEngine {
       return { kind: 'mismatch', error };
     }
     let record = found;
-    const deadline = Date.now() + this.settings.waitMs;
+    const deadline = this.waitDeadline(req);
     while (record.status === 'PROCESSING' && Date.now() < deadline && !signal?.aborted) {
       await sleep(Math.min(POLL_MS, Math.max(1, deadline - Date.now())));
       const again = await readRecord(this.sequelize, req.scopeKey);
@@ -427,6 +434,29 @@ export class IdempotencyEngine {
     if (record.status === 'SUCCEEDED' || record.status === 'FAILED_FINAL')
       return await this.replay(req, record);
     return this.inFlight(req, record.resourceId, record.leaseLeftMs ?? undefined);
+  }
+
+  /**
+   * The end of the request's wait bound (CONTRACT section 5: IDEMPOTENCY_WAIT_MS for another request's
+   * work, whatever holds it, a busy connection pool included): from its arrival when known.
+   */
+  waitDeadline(req: IdempotentRequest): number {
+    return (req.receivedAt ?? Date.now()) + this.settings.waitMs;
+  }
+
+  /** What is left of the request's wait bound, at least 1 ms (a lock_timeout of 0 would mean none). */
+  waitLeftMs(req: IdempotentRequest): number {
+    return Math.max(1, Math.floor(this.waitDeadline(req) - Date.now()));
+  }
+
+  /**
+   * A lock_timeout for a claim sent on the session's own (the whole bound: core/database.ts), when
+   * the request has already spent more than 1% of its bound before it (a pooled connection's wait):
+   * what is left. undefined: the session's bound is close enough, and nothing more is sent.
+   */
+  claimLockBudgetMs(req: IdempotentRequest): number | undefined {
+    const left = this.waitLeftMs(req);
+    return left < this.settings.waitMs * 0.99 ? left : undefined;
   }
 
   /**

@@ -44,13 +44,15 @@ export class LeaseStore {
    * read-only statement as text (escaped literals), runs after the claim in the same round trip,
    * whatever the claim's outcome; its rows come back with the lease. `gate`, one more, ends the round
    * trip; its rows come back whatever the outcome (`gated`; absent when the claim's round trip failed
-   * before it ran).
+   * before it ran). `lockBudgetMs`: the transaction's lock_timeout, when the request has less than the
+   * session's whole wait bound left (engine.ts claimLockBudgetMs).
    */
   async claim(
     t: FoldedTransaction,
     req: ClaimRequest,
     alongside?: string,
     gate?: string,
+    lockBudgetMs?: number,
   ): Promise<({ lease: Lease; alongside: unknown[] } | { cap: Cap | null }) & { gated?: unknown[] }> {
     const owner = newOwnerToken();
     const until = Date.now() + this.leaseMs;
@@ -69,7 +71,14 @@ export class LeaseStore {
         fieldHashes: req.fieldHashes,
         lease: { owner, seconds: this.leaseMs / 1000 },
       },
-      { first: 'BEGIN;', after: alongside, last: gate },
+      {
+        first:
+          lockBudgetMs === undefined
+            ? 'BEGIN;'
+            : `BEGIN; SET LOCAL lock_timeout = '${Math.max(1, Math.floor(lockBudgetMs))}ms';`,
+        after: alongside,
+        last: gate,
+      },
     );
     const gated = result.last;
     return result.claimed

@@ -30,6 +30,14 @@ export interface Context {
   signal?: Cancellation;
   /** The HTTP request this call answers (absent for createCaller): what the answer edge keys on. */
   request?: IncomingMessage;
+  /**
+   * When the call reached its procedure (Date.now()): the start of its wait bound (CONTRACT section 5:
+   * no request waits longer than IDEMPOTENCY_WAIT_MS for another request's work, a busy connection
+   * pool included), so a wait for a pooled connection is not followed by a whole bound on a lock.
+   * Unset without HTTP (createCaller: one context may serve many calls): each call's bound then runs
+   * from the engine's call.
+   */
+  receivedAt?: number;
 }
 
 /**
@@ -45,5 +53,12 @@ export function createContextValue(
   requestId: string,
   http?: { request: IncomingMessage; signal?: Cancellation },
 ): Context {
-  return { services, headers, requestId, signal: http?.signal, request: http?.request };
+  return {
+    services,
+    headers,
+    requestId,
+    signal: http?.signal,
+    request: http?.request,
+    receivedAt: http ? Date.now() : undefined,
+  };
 }

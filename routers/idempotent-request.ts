@@ -62,6 +62,7 @@ export function idempotentRequest(
     ttlHours: def.ttlHours?.(config) ?? config.IDEMPOTENCY_TTL_HOURS,
     location: location ?? subject?.location,
     subjectId: subject?.id,
+    receivedAt: ctx.receivedAt,
     requestHash: fingerprint(hmacKey, fields),
     get legacyHash() {
       legacyHash ??= fingerprintV1(hmacKey, fields);
