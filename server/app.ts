@@ -11,7 +11,7 @@ import { accessLog, observeDuration } from './access-log.js';
 import type { AppServices } from './app-services.js';
 import { contextFor } from './context-for.js';
 import { docsRouter } from './docs.js';
-import { exportFileOtherMethods, exportFileRoute } from './export-file.js';
+import { exportFileRoutes } from './export-file.js';
 import { healthRouter } from './health.js';
 import { errorHandler, notFoundHandler, sendError, writeJson, writeJsonText } from './http-errors.js';
 import { localsOf } from './locals.js';
@@ -90,21 +90,20 @@ function createExpressApp(services: AppServices, openapiDoc: ReturnType<typeof b
     sendError(res, new MethodNotAllowed(['GET'])),
   );
 
-  app.get('/api/v1/exports/:id/file', exportFileRoute(services));
-  app.all('/api/v1/exports/:id/file', exportFileOtherMethods);
+  app.use('/api/v1/exports', exportFileRoutes(services));
 
   // tRPC checks the media type itself but accepts any charset; hold it to the REST rule (415), in
   // tRPC's error format as tRPC gives its own 415 (no context yet; /trpc has no REST envelope).
   const trpcConfig = rootConfigOf(appRouter);
-  app.use('/trpc', (req, res, next) =>
-    req.method !== 'POST' || isJson(req.headers['content-type'])
-      ? next()
-      : writeRefusal(res, trpcConfig, new UnsupportedMediaType(), {
-          path: req.path.slice(1),
-          type: 'unknown',
-          request: req,
-        }),
-  );
+  app.use('/trpc', (req, res, next) => {
+    const call = { path: req.path.slice(1), type: 'unknown' as const, request: req };
+    // tRPC's adapter builds a WHATWG Request, which throws on TRACE and TRACK (a 500): 405 here, as
+    // tRPC answers the other methods it does not serve.
+    if (req.method === 'TRACE' || req.method === 'TRACK')
+      return writeRefusal(res, trpcConfig, new MethodNotAllowed(['GET', 'POST']), call);
+    if (req.method !== 'POST' || isJson(req.headers['content-type'])) return next();
+    writeRefusal(res, trpcConfig, new UnsupportedMediaType(), call);
+  });
   app.use('/trpc', subscriptionGate(appRouter, services));
   app.use(
     '/trpc',

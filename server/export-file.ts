@@ -19,16 +19,15 @@ const MEDIA_TYPES = { csv: 'text/csv; charset=utf-8', ndjson: 'application/x-ndj
  * (exports.get, called in-process: the same authentication, id validation and visibility), then the
  * file's own: 409/40903 until SUCCEEDED, 404 once expired. Errors are the envelope as everywhere.
  */
-export function exportFileRoute(services: AppServices) {
+function exportFileRoute(services: AppServices) {
   const call = createCallerFactory(appRouter);
   const { sequelize, logger } = services;
-  return async (req: Request, res: Response): Promise<void> => {
+  return async (req: Request, res: Response, id: string): Promise<void> => {
     localsOf(res).route = EXPORT_FILE_PATH;
     let exp: Awaited<ReturnType<ReturnType<typeof call>['exports']['get']>>['data'];
     let parts: number;
     try {
-      exp = (await call(contextFor(services, req, res, undefined)).exports.get({ id: String(req.params.id) }))
-        .data;
+      exp = (await call(contextFor(services, req, res, undefined)).exports.get({ id })).data;
       if (exp.status !== 'SUCCEEDED') {
         throw new Conflict(
           'state_conflict',
@@ -79,9 +78,41 @@ export function exportFileRoute(services: AppServices) {
 }
 
 /** Other methods on the file's path: 405 with Allow, as on every known path. */
-export function exportFileOtherMethods(_req: Request, res: Response): void {
+function exportFileOtherMethods(_req: Request, res: Response): void {
   localsOf(res).route = EXPORT_FILE_PATH;
   sendError(res, new MethodNotAllowed(['GET']));
+}
+
+/** `/{id}/file` below the mount point, on the raw (not yet decoded) path; case-insensitive, as Express's routes. */
+const FILE_BELOW_EXPORTS = /^\/([^/]+)\/file$/i;
+
+/**
+ * The export file's routes, mounted at `/api/v1/exports` (GET and HEAD: the file; any other method:
+ * 405). Matched on the raw path rather than as an Express route `/:id/file`: Express decodes a route's
+ * parameters itself and fails on a bad percent-encoding (`%ZZ`) with a URIError, which reached the
+ * error handler as a 500. Here an id that does not decode goes to the procedure as it was sent, whose
+ * checks answer it as any bad id (401 without a token, then 400 naming `id`).
+ */
+export function exportFileRoutes(services: AppServices) {
+  const file = exportFileRoute(services);
+  return (req: Request, res: Response, next: (err?: unknown) => void): void => {
+    const raw = FILE_BELOW_EXPORTS.exec(req.path)?.[1];
+    if (raw === undefined) {
+      next();
+      return;
+    }
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      exportFileOtherMethods(req, res);
+      return;
+    }
+    let id = raw;
+    try {
+      id = decodeURIComponent(raw);
+    } catch {
+      // Left as sent: not a valid id either way.
+    }
+    file(req, res, id).catch(next);
+  };
 }
 
 /** Back-pressure: until the socket took what was written, or closed (a client gone mid-download). */

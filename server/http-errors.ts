@@ -1,4 +1,5 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import {
   DomainError,
@@ -90,4 +91,44 @@ export function errorHandler(logger: Logger, limit: number) {
     if (res.headersSent) return;
     sendError(res, mapped);
   };
+}
+
+/**
+ * Requests Node's HTTP parser refuses never reach the app: a malformed request line or header, bad
+ * chunked framing, both Content-Length and Transfer-Encoding, headers over 16 KB, a request not
+ * complete within `requestTimeout`. Node answered them with a bare status line; the same statuses,
+ * chosen as Node chooses them (lib/_http_server.js socketOnError), now carry the envelope (CONTRACT
+ * section 2). As there, nothing is written on a socket that cannot take it or whose answer has
+ * begun, and the connection is closed: the parser cannot go on after an error.
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  const begun = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (socket.writable && !begun?.headersSent) {
+    const [status, message] =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request header fields too large']
+        : err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW'
+          ? [413, 'Chunk extensions too large']
+          : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+            ? [408, 'Request not received in time']
+            : [400, 'Malformed HTTP request'];
+    const body = JSON.stringify({ code: status, message, data: null });
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    return;
+  }
+  socket.destroy();
+}
+
+/** An `Expect` other than 100-continue (Node's own answer is a bare 417): 417 in the envelope. */
+export function answerExpectation(_req: IncomingMessage, res: ServerResponse): void {
+  res.setHeader('Connection', 'close');
+  writeJson(
+    res,
+    417,
+    {},
+    { code: 417, message: 'Expectation failed: only 100-continue is supported', data: null },
+  );
 }

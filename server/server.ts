@@ -37,6 +37,7 @@ import {
   sweepBackground,
 } from './background-effects.js';
 import { createEngine } from './engine-from-config.js';
+import { answerClientError, answerExpectation } from './http-errors.js';
 import { PURGE_EXPIRE_MS, RECOVERER_EXPIRE_MS, settingUpJobs, startJobs } from './jobs.js';
 import { Metrics } from './metrics.js';
 import { startNatsRelay } from './nats-relay.js';
@@ -138,6 +139,8 @@ export async function startServer(config: Config): Promise<RunningServer> {
   const app = createApp(services);
   const server = http.createServer(app);
   server.keepAliveTimeout = 5000;
+  server.on('clientError', answerClientError);
+  server.on('checkExpectation', answerExpectation);
   await new Promise<void>((resolve, reject) => {
     // The variables named, as for an invalid value (CONTRACT section 8): a HOST that does not
     // resolve, an address not of this machine, a PORT in use.

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { envelopeOf, isoDate } from '../../core/envelope.js';
+import { text } from '../../core/text.js';
 import { DestinationRefused, MAX_URL_LENGTH, parseDestinationUrl } from '../../events/destination-guard.js';
 import { EVENT_TYPES } from '../../events/feed.js';
 import { pageQuery } from '../params.schema.js';
@@ -27,7 +28,7 @@ export const createEndpointInput = z.strictObject({
     .describe('Event types to deliver (default: every type, also types added later)'),
 });
 
-export const endpointIdParams = z.object({ id: z.string().min(1).max(64) });
+export const endpointIdParams = z.object({ id: text().min(1).max(64) });
 export const deliveriesInput = endpointIdParams.extend(pageQuery.shape);
 
 export const endpointSchema = z.object({
