@@ -3,10 +3,16 @@
  *
  *   const { trpc, rest } = createServiceClient({ url: 'http://127.0.0.1:3000', token });
  *   await trpc.payments.create.mutate({ merchantOrderNo: 'A-1', amount: '10.50' });
- *   await rest.POST('/api/v1/payments', { body: { merchantOrderNo: 'A-1', amount: '10.50' } });
+ *   await rest.POST('/api/v1/payments', {
+ *     params: { header: { 'Idempotency-Key': newIdempotencyKey() } },
+ *     body: { merchantOrderNo: 'A-1', amount: '10.50' },
+ *   });
  *   await trpc.refunds.create.mutate({ id: paymentId, amount: '2.50' }); // refunds: the same protocol
- *   const { data } = await trpc.exports.create.mutate({ resource: 'orders' }); // 202: data.resourceId
- *   await waitForExport(trpc, data.resourceId); // SUCCEEDED or FAILED; the file: GET /api/v1/exports/{id}/file
+ *   const { data } = await trpc.exports.create.mutate({ resource: 'orders' });
+ *   const id = 'resourceId' in data ? data.resourceId : data.id; // 202: the task id (null: not known yet)
+ *   if (id) await waitForExport(trpc, id); // SUCCEEDED or FAILED; the file: GET /api/v1/exports/{id}/file
+ *
+ * (test/consumer/consumer.ts type-checks these calls.)
  *
  * Every mutation gets one Idempotency-Key per call (or the caller's own: tRPC
  * `{ context: { idempotencyKey } }`, REST `params.header['Idempotency-Key']`) and is retried with it
@@ -158,6 +164,14 @@ export interface WaitOptions {
   onFallback?: (why: string) => void;
 }
 
+/** `waitFor`'s read of the resource was refused (a 4xx other than 429: not found, not yours, no token). */
+export class ReadRefusedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ReadRefusedError';
+  }
+}
+
 /** `waitFor` gave up: the resource was still PROCESSING after `timeoutMs` (poll `location` later). */
 export class WaitTimeoutError extends Error {
   constructor(readonly location: string) {
@@ -186,15 +200,19 @@ function waitForFinal<T extends { id: string; status: string }>(
 ): Promise<T> {
   const spec = WAIT_KINDS[kind];
   const location = spec.path(id);
+  // The resource if final, undefined if still PROCESSING. Throws ReadRefusedError for a 4xx (but
+  // 429): no later read can do better. Any other failure (a network error, 429, a 5xx such as a
+  // database outage's 503) is transient: the caller reads again.
   const read = async (): Promise<T | undefined> => {
     const res = await deps.fetch(`${deps.base}${location}`, {
       headers: { authorization: deps.authorization },
     });
     const body = (await res.json().catch(() => undefined)) as { data?: T } | undefined;
     if (res.status >= 400 && res.status < 500 && res.status !== 429) {
-      throw new Error(`GET ${location} answered ${res.status}`);
+      throw new ReadRefusedError(`GET ${location} answered ${res.status}`);
     }
-    const data = res.ok ? body?.data : undefined;
+    if (!res.ok) throw new Error(`GET ${location} answered ${res.status}`);
+    const data = body?.data;
     return data && data.status !== 'PROCESSING' ? data : undefined;
   };
   return new Promise<T>((resolve, reject) => {
@@ -210,20 +228,26 @@ function waitForFinal<T extends { id: string; status: string }>(
       if (err) reject(err);
       else resolve(value as T);
     };
+    // The one read after the subscription started: a transient failure of it must not leave the
+    // wait to an event that may have been written before the subscription (a payment final already):
+    // it polls instead, the subscription still open.
     const check = () =>
       read().then(
         (final) => (final ? settle(undefined, final) : options.onSubscribed?.()),
-        (err: unknown) => settle(err),
+        (err: unknown) =>
+          err instanceof ReadRefusedError
+            ? settle(err)
+            : fallBack(`reading ${location} failed: ${(err as Error)?.message ?? String(err)}`),
       );
     const fallBack = (why: string) => {
       if (polling || settled) return;
       polling = true;
       options.onFallback?.(why);
       const tick = async () => {
-        // A failed read (the service unreachable) is tried again at the next tick.
+        // A transient failure (the service unreachable, a 503) is tried again at the next tick.
         await read()
           .then((final) => final && settle(undefined, final))
-          .catch(() => {});
+          .catch((err: unknown) => err instanceof ReadRefusedError && settle(err));
         if (!settled) timers.push(setTimeout(tick, options.pollMs ?? 1000));
       };
       void tick();

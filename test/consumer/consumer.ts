@@ -6,6 +6,7 @@ import {
   newIdempotencyKey,
   RetriesExhaustedError,
   StillProcessingError,
+  waitForExport,
 } from 'idempotent-service/client';
 
 export async function payOrder(url: string, token: string, merchantOrderNo: string): Promise<string> {
@@ -24,4 +25,15 @@ export async function payOrder(url: string, token: string, merchantOrderNo: stri
     if (cause instanceof RetriesExhaustedError) return `unavailable (${cause.lastStatus})`;
     throw err;
   }
+}
+
+/** An export through tRPC and the wait for it, as client/index.ts's header shows it. */
+export async function exportOrders(url: string, token: string): Promise<string> {
+  const { trpc } = createServiceClient({ url, token });
+  const { data } = await trpc.exports.create.mutate({ resource: 'orders' });
+  // The task's id: `resourceId` of the 202 (null while not known yet), or `id` where the answer's type is the export.
+  const id = 'resourceId' in data ? data.resourceId : data.id;
+  if (!id) return 'its id is not known yet: call again with the same key';
+  const done = await waitForExport(trpc, id);
+  return `${done.status}: GET /api/v1/exports/${done.id}/file`;
 }

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { createServiceClient } from '../../client/index.js';
+import { createServiceClient, ReadRefusedError } from '../../client/index.js';
 import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
 import { http } from '../support/http.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
@@ -65,6 +65,70 @@ describe('client: waitFor after a 202 (events.onEvent, polling as the fallback)'
     });
     expect(payment).to.deep.equal(now.body.data);
     expect(fallbacks).to.deep.equal([]);
+  });
+
+  // An outside audit of the clients: the one read after the subscription started said 503 (or the
+  // connection was reset) for a payment final already; its event, written before the subscription,
+  // never came, so waitFor waited until its time-out (a 503 was read as "not final yet") or failed at
+  // once (a reset). Such a read now falls back to polling, which finds the payment final.
+  for (const failure of ['503', 'reset'] as const) {
+    it(`when the read after subscribing fails (${failure}) for a payment final already, then waitFor polls and resolves with it`, async () => {
+      const tenant = uniqueTenant(`wait-${failure}`);
+      const userId = failure === '503' ? '860000003' : '860000004';
+      const auth = bearer(tenant, userId);
+      await slot.simulator();
+      await createOrder(instance.url, auth, 'mo-1');
+      const paid = await pay(instance.url, auth, idempotencyKey(), {
+        merchantOrderNo: 'mo-1',
+        amount: '25.00',
+      });
+      expect(paid.status, paid.text).to.equal(201);
+      const id = paid.body.data.id as string;
+      let failed = 0;
+      const flaky: typeof fetch = (input, init) => {
+        const url = input instanceof Request ? input.url : String(input);
+        if (url.endsWith(`/api/v1/payments/${id}`) && failed === 0) {
+          failed += 1;
+          if (failure === 'reset') return Promise.reject(new TypeError('fetch failed: reset'));
+          const envelope = JSON.stringify({ code: 503, message: 'Database unavailable', data: null });
+          return Promise.resolve(
+            new Response(envelope, {
+              status: 503,
+              headers: { 'content-type': 'application/json', 'retry-after': '1' },
+            }),
+          );
+        }
+        return fetch(input, init);
+      };
+      const fallbacks: string[] = [];
+      const client = createServiceClient({
+        url: instance.url,
+        token: tokenFor(tenant, userId),
+        fetch: flaky,
+      });
+      const payment = await client.waitFor<Payment>('payment', id, {
+        onFallback: (why) => fallbacks.push(why),
+        pollMs: 200,
+        // Far beyond the poll: a wait left to the event would end here, with WaitTimeoutError.
+        timeoutMs: 30000,
+        connectTimeoutMs: 30000,
+      });
+      expect(failed).to.equal(1);
+      expect(payment.status).to.equal('SUCCEEDED');
+      expect(fallbacks).to.have.length(1);
+      expect(fallbacks[0]).to.match(/^reading \/api\/v1\/payments\/.* failed/);
+    });
+  }
+
+  it('when the read of the resource is refused (404), then waitFor rejects at once with ReadRefusedError', async () => {
+    const tenant = uniqueTenant('wait-404');
+    const client = createServiceClient({ url: instance.url, token: tokenFor(tenant, '860000005') });
+    const err = await client.waitFor<Payment>('payment', 'pay_nosuchpayment', { timeoutMs: 30000 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).to.be.instanceOf(ReadRefusedError);
+    expect((err as Error).message).to.match(/answered 404/);
   });
 
   it('when the SSE endpoint is unreachable, then waitFor falls back to polling GET and resolves all the same', async () => {
