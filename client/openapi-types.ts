@@ -5582,7 +5582,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Accepted: the work runs in the background; poll Location */
+            /** @description Accepted: the work runs in the background; poll Location. (A duplicate that arrives while the first request's transaction is still open past IDEMPOTENCY_WAIT_MS, a stalled database, gets 202 with resourceId null and no Location: the task does not exist for anyone else yet.) */
             202: {
                 headers: {
                     /** @description Echo of the request’s X-Request-Id, or a generated one */

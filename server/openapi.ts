@@ -250,7 +250,10 @@ export function buildOpenApiDocument(router: AppRouter, baseUrl: string): OpenAP
       if (successStatus === '202') {
         // An accepted task (an export): its 202 is the answer, replayed too, always with Location.
         responses['202'] = {
-          description: 'Accepted: the work runs in the background; poll Location',
+          description:
+            'Accepted: the work runs in the background; poll Location. (A duplicate that arrives while the ' +
+            "first request's transaction is still open past IDEMPOTENCY_WAIT_MS, a stalled database, gets " +
+            '202 with resourceId null and no Location: the task does not exist for anyone else yet.)',
           headers: {
             ...successHeaders,
             'Retry-After': RETRY_AFTER,
