@@ -138,6 +138,9 @@ export function sameRequest(req: ClaimRequest, found: StoredRecord): boolean {
   return found.requestHash === req.requestHash || (!!req.legacyHash && found.requestHash === req.legacyHash);
 }
 
+/** Whole milliseconds until `deadline`, at least 1 (a lock_timeout of 0 would mean no bound). */
+const msLeft = (deadline: number): number => Math.max(1, Math.floor(deadline - Date.now()));
+
 /**
  * The idempotency protocol of CONTRACT section 5 on PostgreSQL. It knows no HTTP and no tRPC: it
  * stores and replays the replies the layer above gives it, and answers duplicates, waits and caps.
@@ -294,7 +297,7 @@ export class IdempotencyEngine {
     const finish = known && finishStatement(this.finalState(req, known), guard);
     // BEGIN rides with the claim and COMMIT with the final update (folded-transaction.ts).
     const t = await FoldedTransaction.open(this.sequelize);
-    const waitMs = Math.max(1, deadline - Date.now());
+    const waitMs = msLeft(deadline);
     let claim: ClaimResult | { claimed: true; failed: unknown };
     try {
       claim = await claimLocal(
@@ -444,9 +447,9 @@ export class IdempotencyEngine {
     return (req.receivedAt ?? Date.now()) + this.settings.waitMs;
   }
 
-  /** What is left of the request's wait bound, at least 1 ms (a lock_timeout of 0 would mean none). */
+  /** What is left of the request's wait bound (msLeft). */
   waitLeftMs(req: IdempotentRequest): number {
-    return Math.max(1, Math.floor(this.waitDeadline(req) - Date.now()));
+    return msLeft(this.waitDeadline(req));
   }
 
   /**
