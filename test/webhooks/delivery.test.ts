@@ -184,6 +184,8 @@ describe('webhooks: deliveries across instances (real receiver, real processes)'
     await victim.exited;
     // A replacement, so two instances run again (the survivor alone would do too).
     instances.splice(instances.indexOf(victim), 1, await startInstance(ENV));
+    // The survivor may still hold a request sent before the kill (the start can take under its 3 s):
+    // answered 200 here, it is that delivery's accepted request (its sender does not send it again).
     receiver.releaseHeld();
 
     const accepted = (name: string) =>

@@ -20,7 +20,7 @@ export interface Received {
   webhookId: string;
   verified: boolean;
   body: { id: string; type: string; createdAt: string; data: unknown };
-  /** Whether the receiver answered 2xx. */
+  /** Whether the receiver answered 2xx (a held request: once releaseHeld answered it so). */
   accepted: boolean;
   peerPort: number;
 }
@@ -37,7 +37,7 @@ export class Receiver {
   private readonly hooks = new Map<string, Hook>();
   private readonly sockets = new Set<Socket>();
   private readonly inProgress = new Map<string, number>();
-  private readonly held: Array<{ res: http.ServerResponse; key: string; peerPort: number }> = [];
+  private readonly held: Array<{ res: http.ServerResponse; peerPort: number; record: Received }> = [];
   readonly received: Received[] = [];
   /** The most requests ever in progress at once for one endpoint and webhook-id. */
   maxConcurrent = 0;
@@ -94,9 +94,16 @@ export class Receiver {
     return this.held.filter((h) => !h.res.socket?.destroyed).map((h) => h.peerPort);
   }
 
-  /** Answers every held request with this status. */
+  /**
+   * Answers every held request whose connection is still open with this status, and records a 2xx
+   * as accepted: its sender, if still waiting, counts the delivery done and never sends it again.
+   */
   releaseHeld(status = 200): void {
-    for (const { res } of this.held.splice(0)) if (!res.destroyed) res.writeHead(status).end();
+    for (const { res, record } of this.held.splice(0)) {
+      if (res.destroyed) continue;
+      res.writeHead(status).end();
+      record.accepted = status >= 200 && status < 300;
+    }
   }
 
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
@@ -136,11 +143,13 @@ export class Receiver {
       hook.count += 1;
       const action = hook.behave(hook.count, webhookId);
       const peerPort = req.socket.remotePort ?? 0;
-      const record = (accepted: boolean) =>
-        this.received.push({ name, webhookId, verified, body: JSON.parse(text), accepted, peerPort });
+      const record = (accepted: boolean): Received => {
+        const r: Received = { name, webhookId, verified, body: JSON.parse(text), accepted, peerPort };
+        this.received.push(r);
+        return r;
+      };
       if ('hold' in action) {
-        record(false);
-        this.held.push({ res, key, peerPort });
+        this.held.push({ res, peerPort, record: record(false) });
         return;
       }
       if ('redirect' in action) {
