@@ -429,7 +429,7 @@ export class IdempotencyEngine {
     let record = found;
     const deadline = this.waitDeadline(req);
     while (record.status === 'PROCESSING' && Date.now() < deadline && !signal?.aborted) {
-      await sleep(Math.min(POLL_MS, Math.max(1, deadline - Date.now())));
+      await sleep(Math.min(POLL_MS, msLeft(deadline)));
       const again = await readRecord(this.sequelize, req.scopeKey);
       if (!again) return this.inFlight(req, record.resourceId, record.leaseLeftMs ?? undefined);
       record = again;
@@ -514,7 +514,7 @@ export class IdempotencyEngine {
     signal?: Cancellation,
   ): Promise<StoredRecord | undefined> {
     while (Date.now() < deadline && !signal?.aborted) {
-      await sleep(Math.min(POLL_MS, Math.max(1, deadline - Date.now())));
+      await sleep(Math.min(POLL_MS, msLeft(deadline)));
       const found = await readRecord(this.sequelize, scopeKey);
       if (found && !found.expired) return found;
     }
