@@ -8,11 +8,16 @@ export type ExportResource = (typeof EXPORT_RESOURCES)[number];
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 /**
- * An ISO 8601 date-time (with `Z` or an offset), as the createdAt of the transfer objects. Year 0000
+ * An ISO 8601 date-time (with `Z` or an offset), as the createdAt of the transfer objects. A date
+ * alone, or a time without a zone, is refused with a message saying so: `createdTo: "2026-01-31"`
+ * read as midnight would leave out the whole of that day (docs/DECISIONS.md "Exports"). Year 0000
  * is ISO's 1 BC, which PostgreSQL's timestamptz does not read (a 500 before this check): from 0001.
  */
 const instant = z.iso
-  .datetime({ offset: true })
+  .datetime({
+    offset: true,
+    error: 'must be an ISO 8601 date-time with Z or an offset, e.g. 2026-01-01T00:00:00Z',
+  })
   .refine((s) => !s.startsWith('0000-'), 'must be a date-time from the year 0001 on');
 
 /** The body of POST /exports (CONTRACT section 11); unknown fields are 400 like every body. */

@@ -89,6 +89,9 @@ describe('exports: POST /exports, GET /exports/{id}, GET /exports/{id}/file (CON
       [{}, 'resource'],
       [{ resource: 'orders', format: 'xml' }, 'format'],
       [{ resource: 'orders', createdFrom: 'yesterday' }, 'createdFrom'],
+      // A date alone, or a time without a zone, is ambiguous at a range's end: refused, not guessed.
+      [{ resource: 'orders', createdTo: '2026-01-31' }, 'createdTo'],
+      [{ resource: 'orders', createdFrom: '2026-01-01T00:00:00' }, 'createdFrom'],
       [{ resource: 'orders', createdTo: '2026-13-01T00:00:00Z' }, 'createdTo'],
       // ISO's year 0000 parses in JS but not in PostgreSQL (a 500 before it was refused).
       [{ resource: 'orders', createdFrom: '0000-01-01T00:00:00Z' }, 'createdFrom'],
@@ -103,6 +106,10 @@ describe('exports: POST /exports, GET /exports/{id}, GET /exports/{id}/file (CON
       expectError(res, 400);
       expect(res.body.message, JSON.stringify(body)).to.match(new RegExp(`^${field}\\b`));
     }
+    const dateOnly = await startExport(auth, { resource: 'orders', createdTo: '2026-01-31' });
+    expect(dateOnly.body.message).to.equal(
+      'createdTo: must be an ISO 8601 date-time with Z or an offset, e.g. 2026-01-01T00:00:00Z',
+    );
     const keyless = await http('POST', '/api/v1/exports', { headers: auth, body: { resource: 'orders' } });
     expectError(keyless, 400);
     const [{ n }] = await sqlRows<{ n: number }>(
