@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { documentedAs } from '../../core/documented-as.js';
 import { envelopeOf, isoDate } from '../../core/envelope.js';
 import { EVENT_TYPES, parsePosition } from '../../events/feed.js';
+import { queryInt } from '../params.schema.js';
 
 /** An Event (CONTRACT section 12); `data` is the resource's transfer object after the change. */
 export const eventSchema = z.object({
@@ -41,18 +42,8 @@ const typeList = z
     }),
   );
 
-/** A query integer 1..100, default 50 (as routers/params.schema.ts pageQuery's). */
-const limit = z
-  .union([
-    z.number(),
-    z
-      .string()
-      .regex(/^[0-9]{1,9}$/, 'must be a positive integer')
-      .transform(Number),
-  ])
-  .pipe(z.number().int().min(1).max(100))
-  .default(50)
-  .meta(documentedAs({ type: 'integer', minimum: 1, maximum: 100, default: 50 }));
+/** A query integer 1..100, default 50. */
+const limit = queryInt(50, 100);
 
 export const listEventsInput = z.object({
   after: cursor('after').optional(),

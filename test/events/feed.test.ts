@@ -296,6 +296,8 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
       expectError(res, 400);
       expect(res.body.message, query).to.match(new RegExp(`^${field}: `));
     }
+    const notDigits = await http('GET', '/api/v1/events?limit=abc', { headers: admin });
+    expect(notDigits.body.message).to.equal('limit: must be a positive integer');
     expectError(await http('GET', '/api/v1/events'), 401);
   });
 });
