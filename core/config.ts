@@ -12,10 +12,12 @@ export const DEFAULT_PURGE_BUSY_PERCENT = 25;
 
 /**
  * A number from the environment as written in `pattern` (a JSON number is taken as is): JavaScript's
- * coercion would read `0x0CA5`, `1e3` or ` 5` as numbers, so anything else is refused.
+ * coercion would read `0x0CA5`, `1e3` or ` 5` as numbers, so anything else is refused. The union
+ * carries the message too: text the pattern refuses fails both branches, and zod reports that as the
+ * union's own issue ("Invalid input"), not the regex's.
  */
 const written = (pattern: RegExp, message: string) =>
-  z.union([z.number(), z.string().regex(pattern, message).transform(Number)]);
+  z.union([z.number(), z.string().regex(pattern, message).transform(Number)], { error: message });
 
 /** A decimal integer in [min, max]: digits only, an optional minus. */
 const intIn = (min: number, max: number) =>

@@ -68,7 +68,12 @@ export const eventPageEnvelope = envelopeOf(eventPageSchema);
  */
 export const onEventInput = z
   .strictObject({
-    types: z.union([z.array(z.enum(EVENT_TYPES)).max(EVENT_TYPES.length), typeList]).optional(),
+    // The union's own message: zod reports a value neither branch takes as "Invalid input".
+    types: z
+      .union([z.array(z.enum(EVENT_TYPES)).max(EVENT_TYPES.length), typeList], {
+        error: `must be an array of event types or a comma-separated list of them: ${EVENT_TYPES.join(', ')}`,
+      })
+      .optional(),
     lastEventId: cursor('lastEventId').nullish(),
   })
   .optional();

@@ -262,5 +262,14 @@ describe('events: the subscription (events.onEvent over SSE)', function () {
     expect(bad.status, badText).to.equal(400);
     expect(badText).to.match(/"httpStatus":400/);
     expect(badText).to.match(/lastEventId: /);
+    const badType = await fetch(
+      `${instance.url}/trpc/events.onEvent?input=${encodeURIComponent(JSON.stringify({ types: ['order.shipped'] }))}`,
+      { headers: { ...auth, accept: 'text/event-stream' } },
+    );
+    const badTypeText = await badType.text();
+    expect(badType.status, badTypeText).to.equal(400);
+    expect(badTypeText).to.include(
+      'types: must be an array of event types or a comma-separated list of them',
+    );
   });
 });

@@ -76,12 +76,13 @@ describe('configuration (CONTRACT section 8)', () => {
 
   it('when a number is not written in decimal digits, a key is not strict base64, or the gateway URL is not http(s), then start is refused naming the variable', () => {
     const cases: Array<[Record<string, string>, string]> = [
-      [{ PORT: '0x0CA5' }, 'PORT:'],
-      [{ IDEMPOTENCY_WAIT_MS: '1e3' }, 'IDEMPOTENCY_WAIT_MS:'],
-      [{ IDEMPOTENCY_LEASE_MS: ' 2000' }, 'IDEMPOTENCY_LEASE_MS:'],
-      [{ GATEWAY_TIMEOUT_MS: '0x20' }, 'GATEWAY_TIMEOUT_MS:'],
-      [{ IDEMPOTENCY_TTL_HOURS: '0x10' }, 'IDEMPOTENCY_TTL_HOURS:'],
-      [{ EXPORT_TTL_HOURS: 'Infinity' }, 'EXPORT_TTL_HOURS:'],
+      // The message says what to write (it read "Invalid input" before 2026-11-28: zod's own for a union).
+      [{ PORT: '0x0CA5' }, 'PORT: must be a decimal integer'],
+      [{ IDEMPOTENCY_WAIT_MS: '1e3' }, 'IDEMPOTENCY_WAIT_MS: must be a decimal integer'],
+      [{ IDEMPOTENCY_LEASE_MS: ' 2000' }, 'IDEMPOTENCY_LEASE_MS: must be a decimal integer'],
+      [{ GATEWAY_TIMEOUT_MS: '0x20' }, 'GATEWAY_TIMEOUT_MS: must be a decimal integer'],
+      [{ IDEMPOTENCY_TTL_HOURS: '0x10' }, 'IDEMPOTENCY_TTL_HOURS: must be a decimal number'],
+      [{ EXPORT_TTL_HOURS: 'Infinity' }, 'EXPORT_TTL_HOURS: must be a decimal number'],
       [{ RESPONSE_ENCRYPTION_KEY: `!!!!${key32}` }, 'RESPONSE_ENCRYPTION_KEY:'],
       [{ RESPONSE_ENCRYPTION_PREVIOUS_KEYS: `k0:!!!!${key32}` }, 'RESPONSE_ENCRYPTION_PREVIOUS_KEYS:'],
       [{ PAYMENT_GATEWAY_URL: 'ftp://127.0.0.1/x' }, 'PAYMENT_GATEWAY_URL:'],
