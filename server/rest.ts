@@ -109,7 +109,9 @@ export function createRestFront(router: AppRouter, paths: Record<string, object>
   const routes = buildRouteTable(paths);
   const procedures = restProcedures(router);
   const limit = services.config.MAX_BODY_BYTES;
-  const parseJson = express.json({ limit, strict: true, type: () => true });
+  // Not strict: body-parser's strict mode refuses a top-level `null`, `42` or `"x"` as a parse error
+  // ("malformed JSON"), though each is well-formed JSON; the check below names what is wrong.
+  const parseJson = express.json({ limit, strict: false, type: () => true });
   const setUp = frontRequestSetup(services.logger, services.metrics);
   const { logger } = services;
 
@@ -125,7 +127,8 @@ export function createRestFront(router: AppRouter, paths: Record<string, object>
       } catch (err) {
         return sendError(res, bodyReadError(err, logger, limit));
       }
-      const body = req.body ?? {};
+      // body-parser leaves req.body unset only when there is no body at all; a JSON `null` is kept.
+      const body = req.body === undefined ? {} : req.body;
       if (typeof body !== 'object' || body === null || Array.isArray(body)) {
         return sendError(res, new ValidationError('body', 'must be a JSON object'));
       }

@@ -112,8 +112,11 @@ describe('errors: the envelope', () => {
   }
 
   for (const raw of ['[]', '[{"name":"A","age":1}]', '"text"', '42', 'null', 'true']) {
-    it(`when the JSON body is not an object (${raw}), then 400`, async () => {
-      expectError(await post(raw, adminOf(uniqueTenant())), 400);
+    it(`when the JSON body is not an object (${raw}), then 400 saying so`, async () => {
+      const res = await post(raw, adminOf(uniqueTenant()));
+      expectError(res, 400);
+      // Well-formed JSON, so not "malformed JSON" (body-parser's strict mode called it that).
+      expect(res.body.message).to.equal('body: must be a JSON object');
     });
   }
 });
