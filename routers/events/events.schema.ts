@@ -33,7 +33,18 @@ const typeList = z
     (s) => s.split(',').every(isEventType),
     `must be a comma-separated list of ${EVENT_TYPES.join(', ')}`,
   )
-  .transform((s) => [...new Set(s.split(','))])
+  .transform((s) => [...new Set(s.split(','))]);
+
+/**
+ * `types` of the feed and the subscription: the query's comma-separated string, or (a tRPC caller's
+ * natural form, and a repeated query parameter) an array of event types. The union carries the
+ * message: zod reports a value neither branch takes as "Invalid input". The document describes the
+ * string, the one form a query string writes in one parameter.
+ */
+const eventTypes = z
+  .union([z.array(z.enum(EVENT_TYPES)).max(EVENT_TYPES.length), typeList], {
+    error: `must be an array of event types or a comma-separated list of them: ${EVENT_TYPES.join(', ')}`,
+  })
   .meta(
     documentedAs({
       type: 'string',
@@ -48,7 +59,7 @@ const limit = queryInt(50, 100);
 export const listEventsInput = z.object({
   after: cursor('after').optional(),
   limit,
-  types: typeList.optional(),
+  types: eventTypes.optional(),
 });
 export type ListEventsInput = z.infer<typeof listEventsInput>;
 
@@ -68,12 +79,7 @@ export const eventPageEnvelope = envelopeOf(eventPageSchema);
  */
 export const onEventInput = z
   .strictObject({
-    // The union's own message: zod reports a value neither branch takes as "Invalid input".
-    types: z
-      .union([z.array(z.enum(EVENT_TYPES)).max(EVENT_TYPES.length), typeList], {
-        error: `must be an array of event types or a comma-separated list of them: ${EVENT_TYPES.join(', ')}`,
-      })
-      .optional(),
+    types: eventTypes.optional(),
     lastEventId: cursor('lastEventId').nullish(),
   })
   .optional();

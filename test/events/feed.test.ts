@@ -173,6 +173,17 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
     });
     expect(trpc).to.deep.equal({ code: 200, message: 'Success', data: rest });
     expect(rest.items.length).to.be.greaterThan(0);
+    // types as an array (a tRPC caller's form, as the subscription takes it) and as a repeated query
+    // parameter: the same page.
+    const asArray = await client.events.list.query({
+      after: all[1].id,
+      limit: 3,
+      types: ['order.created', 'order.paid'],
+    });
+    expect(asArray).to.deep.equal(trpc);
+    expect(
+      await feed(admin, `?after=${all[1].id}&limit=3&types=order.created&types=order.paid`),
+    ).to.deep.equal(rest);
   });
 
   it("when every event after the cursor is of another type or another user's, then the empty page's next is past them, and a later matching event is still read from that next (and by a subscriber resuming from it)", async () => {
@@ -287,6 +298,7 @@ describe('events: the feed (GET /api/v1/events, events.list)', () => {
       ['?limit=101', 'limit'],
       ['?limit=abc', 'limit'],
       ['?types=order.created,order.shipped', 'types'],
+      ['?types=order.created&types=order.shipped', 'types'],
       ['?after=123', 'after'],
       ['?after=evt_abc', 'after'],
       ['?after=evt_1_99999999999999999999', 'after'],
