@@ -51,6 +51,11 @@ export function toTrpcError(err: unknown): TRPCError {
 export function zodMessage(error: ZodError): string {
   const issue = error.issues[0];
   if (!issue) return 'Invalid input';
+  // The whole input is not an object (a tRPC body or `?input=` of 42, "x" or []): no field to name,
+  // so the input itself, in the words REST uses for such a body (server/rest.ts).
+  if (issue.path.length === 0 && issue.code === 'invalid_type' && issue.expected === 'object') {
+    return 'input: must be a JSON object';
+  }
   // An unknown key fails at the object's level: name the key itself, as for any other field.
   const at = issue.code === 'unrecognized_keys' ? [...issue.path, issue.keys[0]] : issue.path;
   const path = at.map(String).join('.');

@@ -119,6 +119,18 @@ describe('errors: the envelope', () => {
       expect(res.body.message).to.equal('body: must be a JSON object');
     });
   }
+
+  it('when a tRPC input is not an object, then 400 naming the input, over POST and GET alike', async () => {
+    const headers = { ...adminOf(uniqueTenant()), 'Content-Type': 'application/json' };
+    for (const raw of ['[]', '"text"', '42', 'true']) {
+      const create = await http('POST', '/trpc/users.create', { raw, headers });
+      expect(create.status, `users.create ${raw}: ${create.text}`).to.equal(400);
+      expect(create.body.error.message).to.equal('input: must be a JSON object');
+      const list = await http('GET', `/trpc/users.list?input=${encodeURIComponent(raw)}`, { headers });
+      expect(list.status, `users.list ${raw}: ${list.text}`).to.equal(400);
+      expect(list.body.error.message).to.equal('input: must be a JSON object');
+    }
+  });
 });
 
 describe('errors: body size and media type', () => {
