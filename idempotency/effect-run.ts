@@ -1,3 +1,4 @@
+import { isDatabaseBusy, isDatabaseUnavailable } from '../core/db-errors.js';
 import { ServiceUnavailable } from '../core/errors.js';
 import type { Effect, EffectDeps, EffectRow, Gate } from './effect.js';
 import { stepBoundary } from './effect.js';
@@ -121,8 +122,17 @@ async function answer<D extends EffectDeps, In, Row extends EffectRow, R>(
     case 'final':
       return { kind, reply: settlement.reply };
     case 'not_done': {
+      // The mark cannot be written (the database unavailable or busy): the resource stays PROCESSING
+      // under our lease, and the recoverer finishes it when the lease ends (query first, then perform).
+      // So 202, not 503: a 503 here tells the client nothing was done (CONTRACT section 3), and a
+      // client that gave up would find it done later.
+      const marked = await markNotDone(deps, effect, lease, row.id).catch((err: unknown) => {
+        if (isDatabaseUnavailable(err) || isDatabaseBusy(err)) return 'unwritten' as const;
+        throw err;
+      });
+      if (marked === 'unwritten') return deps.engine.inFlight(req, row.id, lease.until - Date.now());
       // Fenced off meanwhile: whoever took over owns the outcome, answer from the record.
-      if (!(await markNotDone(deps, effect, lease, row.id))) return answerFromRecord(run, row.id);
+      if (!marked) return answerFromRecord(run, row.id);
       const message = `${effect.downstream} unavailable; retry with the same Idempotency-Key`;
       const error = new ServiceUnavailable(message, 1);
       return { kind: 'failed_retryable', error };
