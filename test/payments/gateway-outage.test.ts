@@ -75,9 +75,14 @@ describe('payments: a gateway outage of a few seconds over 3 instances strands n
     const results = await Promise.all(orders.map(client));
     await healed;
 
-    // The outage was felt: every first answer was a 503 with Retry-After (nothing else was possible).
+    // The outage was felt: every first answer was a 503 or 202 with Retry-After, no payment charged.
+    // Most are the gateway's 503, after Tx 1 wrote the payment and marked it resumable. A burst of 20 on
+    // a loaded machine can also meet the 300 ms wait bound (a pooled connection, a lock): before Tx 1
+    // commits it is the database's 503, which writes nothing; at the resumable mark it is a 202, the
+    // payment staying in flight for the recoverer (test/payments/mark-unwritten.test.ts).
+    const fromGateway = (r: HttpResult) => String(r.body?.message).startsWith('Payment gateway unavailable');
     for (const { o, seen } of results) {
-      expect(seen[0].status, `${o.merchantOrderNo} ${seen[0].text}`).to.equal(503);
+      expect([202, 503], `${o.merchantOrderNo} ${seen[0].text}`).to.include(seen[0].status);
       expect(Number(seen[0].headers.get('retry-after'))).to.be.greaterThan(0);
       for (const s of seen) expect([201, 202, 503], s.text).to.include(s.status);
     }
@@ -94,7 +99,20 @@ describe('payments: a gateway outage of a few seconds over 3 instances strands n
     const abandoned: string[] = [];
     for (const { o, seen } of results) {
       const payment = byOrder.get(o.merchantOrderNo);
-      expect(payment, o.merchantOrderNo).to.not.equal(undefined);
+      const answers = `${o.merchantOrderNo}: ${seen.map((r) => `${r.status} ${r.text}`).join(' | ')}`;
+      if (o.strategy === 'give-up' && seen[0].status === 503 && !fromGateway(seen[0])) {
+        // Its only answer was the database's 503: nothing was written, so nothing is left to resume.
+        expect(seen[0].body.message, answers).to.match(/^Database (busy|unavailable);/);
+        expect(payment, answers).to.equal(undefined);
+        continue;
+      }
+      if (o.strategy === 'give-up' && seen[0].status === 202) {
+        // In flight, not resumable: the recoverer finished it after its lease, the gateway healed.
+        expect(payment?.status, answers).to.equal('SUCCEEDED');
+        expect(ledger.charges.filter((c) => c.paymentNo === payment?.paymentNo)).to.have.length(1);
+        continue;
+      }
+      expect(payment, answers).to.not.equal(undefined);
       if (!payment) continue;
       const charges = ledger.charges.filter((c) => c.paymentNo === payment.paymentNo);
       if (o.strategy === 'give-up') {
@@ -108,6 +126,8 @@ describe('payments: a gateway outage of a few seconds over 3 instances strands n
       expect(final.body.data).to.include({ id: payment.id, status: 'SUCCEEDED' });
       expect(charges, o.merchantOrderNo).to.have.length(1);
     }
+    // At least one abandoned payment is the gateway's 503, so the scenario still tests resumability.
+    expect(abandoned).to.not.have.length(0);
     expect(resumable.map((r) => r.paymentNo).sort()).to.deep.equal(abandoned.sort());
 
     const listed = await reconcileCli(db.url, slot.url, ['--json', '--merchant', tenant]);
