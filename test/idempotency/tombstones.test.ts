@@ -86,9 +86,10 @@ describe('tombstones: a purged key is refused 409 40905 and executes nothing', (
     });
     expect(created.status).to.equal(201);
     const scope = orderScope(tenant, USER, key);
-    await expireTenant(tenant);
     await holdingTransaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock(7648, hashtext($1))', [scope]);
+      // Expired once the lock is held: no purge, the test's or the service's, can take it before.
+      await expireTenant(tenant);
       await purge();
       expect((await recordsOf(tenant)).map((r) => r.scope_key)).to.deep.equal([scope]);
       expect(await tombstoneOf(scope)).to.equal(undefined);
@@ -108,11 +109,17 @@ describe('tombstones: a purged key is refused 409 40905 and executes nothing', (
     });
     expect(created.status).to.equal(201);
     const scope = orderScope(tenant, USER, key);
-    await expireTenant(tenant);
     const claimSql = `SELECT * FROM idem_claim($1, 'h', $2, 'orders.create', 3600, 20, 10000, NULL, NULL, NULL)`;
     const claimer = await holdingTransaction(async (claimant, claimantPid) =>
       holdingTransaction(async (purger, purgerPid) => {
-        const where = `r.scope_key = ${`'${scope.replaceAll("'", "''")}'`}`;
+        // The record expires inside the purger's own transaction: committed beforehand, the service's
+        // background purge (any instance's, every PURGE_INTERVAL_MS) could take it first, and the
+        // claim would then wait on nothing (a CI run failed so).
+        await purger.query(
+          `UPDATE idempotency_records SET expires_at = now() - interval '1 minute' WHERE scope_key = $1`,
+          [scope],
+        );
+        const where = `r.scope_key = ${`'${scope.replaceAll("'", "''")}'`} AND r.expires_at < now()`;
         await purger.query(deleteRecordsStatement(where, 10, 30));
         const claim = claimant.query(claimSql, [scope, `${tenant}:${USER}`]).then(
           (r) => ({ claimed: r.rows[0]?.claimed ?? null, error: null as null | { hint?: string } }),

@@ -25,7 +25,10 @@ export function sharedServer(): Promise<RunningServer> {
   // The shared server's payment recoverer stays off: it would take over leases of payments that
   // other tests' server processes started against their own gateway simulators (same database), and
   // charge them at its own in-process simulator. Recovery tests start instances with it on.
-  shared ??= startServer(testConfig({ RECOVERER_INTERVAL_MS: '3600000' }));
+  // Its purges are off too (a day apart): tests that purge run purgeExpired themselves, right after
+  // expiring their records, and a background purge in between took the records first (a CI run's
+  // tombstone test then waited on a purge that had nothing left to delete).
+  shared ??= startServer(testConfig({ RECOVERER_INTERVAL_MS: '3600000', PURGE_INTERVAL_MS: '86400000' }));
   return shared;
 }
 
