@@ -1,5 +1,5 @@
 import { isDatabaseBusy, isDatabaseUnavailable } from '../core/db-errors.js';
-import { ServiceUnavailable } from '../core/errors.js';
+import { DomainError, ServiceUnavailable } from '../core/errors.js';
 import type { Effect, EffectDeps, EffectRow, Gate } from './effect.js';
 import { stepBoundary } from './effect.js';
 import { claimEffect, type FailureReply } from './effect-claim.js';
@@ -36,14 +36,20 @@ export async function runEffect<D extends EffectDeps, In, Row extends EffectRow,
     const claim = await claimEffect<Row, In>(effect, deps, req, input, failureReply, gate);
     switch (claim.kind) {
       case 'claimed': {
-        await stepBoundary(effect, 'tx1.after-commit');
-        const settlement = await settleEffect(effect, deps, claim.lease, claim.row, 'perform');
-        return answer(run, 'executed', claim.lease, claim.row, settlement);
+        const { lease, row } = claim;
+        return underLease(run, lease, row.id, async () => {
+          await stepBoundary(effect, 'tx1.after-commit');
+          const settlement = await settleEffect(effect, deps, lease, row, 'perform');
+          return answer(run, 'executed', lease, row, settlement);
+        });
       }
       case 'resumed': {
         // Answered as a first execution would be (CONTRACT section 3); the downstream is asked first.
-        const settlement = await settleEffect(effect, deps, claim.lease, claim.row, 'resume');
-        return answer(run, 'executed', claim.lease, claim.row, settlement);
+        const { lease, row } = claim;
+        return underLease(run, lease, row.id, async () => {
+          const settlement = await settleEffect(effect, deps, lease, row, 'resume');
+          return answer(run, 'executed', lease, row, settlement);
+        });
       }
       case 'refused':
         return { kind: 'failed_final', error: claim.error };
@@ -97,16 +103,58 @@ async function continueAttempt<D extends EffectDeps, In, Row extends EffectRow, 
     if (resumption.kind === 'moved') return undefined;
     lease = resumption.lease;
     first = 'resume';
-    await stepBoundary(effect, 'resume');
   } else if (record.status === 'PROCESSING' && record.leaseExpired) {
     // One winner among requests, recoverers and reconcile runs: the update names the previous owner.
-    lease = await deps.engine.leases.takeOver(req.scopeKey, record.ownerToken);
-    if (lease) await stepBoundary(effect, 'takeover');
+    // Not taken for want of the database: the attempt stays in flight, and the recoverer finishes it.
+    const taken = await deps.engine.leases.takeOver(req.scopeKey, record.ownerToken).catch((err: unknown) => {
+      if (answersUnavailable(err)) return 'unavailable' as const;
+      throw err;
+    });
+    if (taken === 'unavailable') return deps.engine.inFlight(req, resourceId);
+    lease = taken;
   } else return deps.engine.answerDuplicate(req, record, signal);
   if (!lease) return undefined;
-  const row = await rowOfRecord(effect, resourceId);
-  const settlement = await settleEffect(effect, deps, lease, row, first);
-  return answer(run, 'lease_takeover', lease, row, settlement);
+  const held = lease;
+  return underLease(run, held, resourceId, async () => {
+    await stepBoundary(effect, first === 'resume' ? 'resume' : 'takeover');
+    const row = await rowOfRecord(effect, resourceId);
+    const settlement = await settleEffect(effect, deps, held, row, first);
+    return answer(run, 'lease_takeover', held, row, settlement);
+  });
+}
+
+/**
+ * Would be answered 503 (CONTRACT section 6): the database unavailable or busy past the wait bound,
+ * or another transient refusal (a `throw` failpoint stands for one).
+ */
+function answersUnavailable(err: unknown): boolean {
+  return (
+    isDatabaseUnavailable(err) ||
+    isDatabaseBusy(err) ||
+    (err instanceof DomainError && err.kind === 'unavailable')
+  );
+}
+
+/**
+ * The part of an attempt done under our lease: the resource is PROCESSING and ours until Tx 2 or the
+ * resumable mark commits. When the database fails meanwhile (Tx 2 after a charge, the mark after a
+ * 5xx, anything in between), it stays so, and the recoverer finishes it once the lease ends: query
+ * first, then perform. Its client is therefore told 202 with Location, the answer of a resource in
+ * flight, and never 503, which tells a client that nothing was done (CONTRACT section 3): one that
+ * gave up after it would find its order charged later. Retry-After: the rest of the lease.
+ */
+async function underLease<D extends EffectDeps, In, Row extends EffectRow, R>(
+  run: Run<D, In, Row, R>,
+  lease: Lease,
+  id: string,
+  work: () => Promise<Outcome>,
+): Promise<Outcome> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!answersUnavailable(err)) throw err;
+    return run.deps.engine.inFlight(run.req, id, lease.until - Date.now());
+  }
 }
 
 /** What the client is told once the downstream part has run. */
@@ -122,15 +170,8 @@ async function answer<D extends EffectDeps, In, Row extends EffectRow, R>(
     case 'final':
       return { kind, reply: settlement.reply };
     case 'not_done': {
-      // The mark cannot be written (the database unavailable or busy): the resource stays PROCESSING
-      // under our lease, and the recoverer finishes it when the lease ends (query first, then perform).
-      // So 202, not 503: a 503 here tells the client nothing was done (CONTRACT section 3), and a
-      // client that gave up would find it done later.
-      const marked = await markNotDone(deps, effect, lease, row.id).catch((err: unknown) => {
-        if (isDatabaseUnavailable(err) || isDatabaseBusy(err)) return 'unwritten' as const;
-        throw err;
-      });
-      if (marked === 'unwritten') return deps.engine.inFlight(req, row.id, lease.until - Date.now());
+      // The 503 below only once the mark is written (else 202: underLease).
+      const marked = await markNotDone(deps, effect, lease, row.id);
       // Fenced off meanwhile: whoever took over owns the outcome, answer from the record.
       if (!marked) return answerFromRecord(run, row.id);
       const message = `${effect.downstream} unavailable; retry with the same Idempotency-Key`;

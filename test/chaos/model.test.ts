@@ -174,9 +174,11 @@ class Pay implements fc.AsyncCommand<Model, Real> {
       return;
     }
     if (m.paymentArmed) {
-      // Charged at the gateway, then the executor failed: a transient error, the lease still held.
-      expect(res.status, res.text).to.equal(503);
+      // Charged at the gateway, then the executor failed (a transient error, the lease still held):
+      // 202 with Location, never 503, which would say that nothing was charged (CONTRACT section 3).
+      expect(res.status, res.text).to.equal(202);
       expect(res.headers.get('retry-after')).to.not.equal(null);
+      expect(res.headers.get('location')).to.match(/^\/api\/v1\/payments\/pay_/);
       m.paymentArmed = null;
       m.payment = 'stuck';
       m.holder = this.k;

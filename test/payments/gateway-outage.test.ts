@@ -79,7 +79,7 @@ describe('payments: a gateway outage of a few seconds over 3 instances strands n
     // Most are the gateway's 503, after Tx 1 wrote the payment and marked it resumable. A burst of 20 on
     // a loaded machine can also meet the 300 ms wait bound (a pooled connection, a lock): before Tx 1
     // commits it is the database's 503, which writes nothing; at the resumable mark it is a 202, the
-    // payment staying in flight for the recoverer (test/payments/mark-unwritten.test.ts).
+    // payment staying in flight for the recoverer (test/payments/unwritten-after-gateway.test.ts).
     const fromGateway = (r: HttpResult) => String(r.body?.message).startsWith('Payment gateway unavailable');
     for (const { o, seen } of results) {
       expect([202, 503], `${o.merchantOrderNo} ${seen[0].text}`).to.include(seen[0].status);

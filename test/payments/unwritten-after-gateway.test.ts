@@ -1,0 +1,123 @@
+// After the gateway call, one more transaction records what it did: Tx 2 after a charge, or the
+// resumable mark after a 5xx (nothing charged). When that transaction cannot be written (here: the
+// test holds the payment's row lock while the gateway is slow to answer, so the UPDATE ends at
+// lock_timeout, the 300 ms wait bound), the payment stays PROCESSING under its lease and the
+// recoverer finishes it after the lease (query first, then charge). Its client must then hear 202,
+// not 503: a 503 tells a client that nothing was charged (CONTRACT section 3), and one that gave up
+// would find its order charged later. The mark's case was found by gateway-outage.test.ts on a
+// loaded machine (a pooled connection not had within the wait bound gave "Database unavailable" 503,
+// then the recoverer charged the payment); Tx 2's by reading the code after it (503 "Database busy"
+// for a payment the gateway had charged).
+import { setTimeout as sleep } from 'node:timers/promises';
+import { expect } from 'chai';
+import { QueryTypes } from 'sequelize';
+import type { Faults } from '../../gateway/types.js';
+import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
+import type { HttpResult } from '../support/http.js';
+import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
+import { createOrder } from '../support/orders.js';
+import { pay, payUntilFinal, shortLeaseEnv } from '../support/payment-calls.js';
+import { assertPaymentInvariants } from '../support/payment-invariants.js';
+import { type Instance, startInstance } from '../support/processes.js';
+import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
+
+describe('payments: what the gateway did cannot be written (the payment row held)', function () {
+  this.timeout(60000);
+  let db: IsolatedDatabase;
+  let slot: GatewaySlot;
+  let instance: Instance;
+
+  before(async () => {
+    db = await createIsolatedDatabase('markfail');
+    slot = await startGatewaySlot();
+    await slot.simulator();
+    // The gateway's answer (1 s late) well inside its time-out and the lease.
+    instance = await startInstance(
+      shortLeaseEnv(db.url, slot.url, { IDEMPOTENCY_LEASE_MS: '8000', GATEWAY_TIMEOUT_MS: '3000' }),
+    );
+  });
+  after(async () => {
+    await instance?.stop();
+    await slot?.close();
+    await db?.drop();
+  });
+
+  /**
+   * Pays an order while the gateway answers `faults` 1 s late and the test holds the payment's row
+   * (from Tx 1's commit until the answer): the first answer, then the same key until final.
+   */
+  async function payWhileRowHeld(faults: Faults) {
+    const tenant = uniqueTenant('mark');
+    const auth = bearer(tenant, '860000001');
+    await createOrder(instance.url, auth, 'mo-1', '25.00');
+    const body = { merchantOrderNo: 'mo-1', amount: '25.00' };
+    await slot.client.setFaults({ ...faults, latencyMs: 1000 });
+    const key = idempotencyKey();
+    const answer = pay(instance.url, auth, key, body);
+    const t = await db.sequelize.transaction();
+    let locked = 0;
+    let first: HttpResult;
+    try {
+      for (let i = 0; i < 100 && locked === 0; i++) {
+        const rows = await db.sequelize.query(
+          `SELECT id FROM payments WHERE merchant_id = $1 AND merchant_order_no = 'mo-1' FOR UPDATE`,
+          { bind: [tenant], transaction: t, type: QueryTypes.SELECT },
+        );
+        locked = rows.length;
+        if (locked === 0) await sleep(10);
+      }
+      expect(locked, 'the payment row, locked while the gateway is slow').to.equal(1);
+      first = await answer;
+    } finally {
+      await t.rollback();
+    }
+    await slot.client.setFaults({});
+    const [row] = await db.sequelize.query<{ status: string; resumable: boolean }>(
+      `SELECT status, resumable_since IS NOT NULL AS resumable FROM payments WHERE merchant_id = $1`,
+      { bind: [tenant], type: QueryTypes.SELECT },
+    );
+    const then = await payUntilFinal(instance.url, auth, key, body);
+    return { tenant, first, row, ...then };
+  }
+
+  async function expectOneCharge(tenant: string) {
+    const payments = await assertPaymentInvariants(db.sequelize, () => slot.ledger(), tenant, {
+      exclusiveLedger: true,
+    });
+    expect(payments).to.have.length(1);
+    const charges = (await slot.ledger()).charges.filter((c) => c.paymentNo === payments[0].paymentNo);
+    expect(charges).to.have.length(1);
+  }
+
+  function expectInFlight(first: HttpResult) {
+    expect(first.status, first.text).to.equal(202);
+    expect(first.headers.get('location')).to.match(/^\/api\/v1\/payments\/pay_/);
+    expect(Number(first.headers.get('retry-after'))).to.be.greaterThan(0);
+  }
+
+  it('when the mark after a 5xx meets a held row lock, then 202 with Location (not 503), and the payment is charged once by the recoverer', async () => {
+    const { tenant, first, row, final, statuses } = await payWhileRowHeld({ errorRate: 1 });
+    expect(row, 'the mark was not written').to.include({ status: 'PROCESSING', resumable: false });
+    expectInFlight(first);
+    expect(
+      statuses.filter((s) => s !== 202),
+      `${statuses}`,
+    ).to.deep.equal([201]);
+    expect(final.status, final.text).to.equal(201);
+    expect(final.body.data.status).to.equal('SUCCEEDED');
+    await expectOneCharge(tenant);
+  });
+
+  it('when Tx 2 after a charge meets a held row lock, then 202 with Location (not 503), and that one charge is recorded, SUCCEEDED', async () => {
+    const { tenant, first, row, final, statuses } = await payWhileRowHeld({});
+    expect(row, 'Tx 2 was not written').to.include({ status: 'PROCESSING', resumable: false });
+    expectInFlight(first);
+    expect(
+      statuses.filter((s) => s !== 202),
+      `${statuses}`,
+    ).to.deep.equal([201]);
+    expect(final.status, final.text).to.equal(201);
+    expect(final.body.data.status).to.equal('SUCCEEDED');
+    await expectOneCharge(tenant);
+  });
+});
