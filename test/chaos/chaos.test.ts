@@ -25,6 +25,10 @@ describe('chaos: randomized fault schedules checked against the protocol model (
         );
         expect(report.final.refunds.length, 'the clients made refunds').to.be.greaterThan(0);
         expect(
+          report.result.checked['no-outcome-after-503'],
+          'the outcomes were timed (events carry their time)',
+        ).to.be.greaterThan(0);
+        expect(
           report.result.checked['export-file-equals-query'],
           'export files were checked',
         ).to.be.greaterThan(0);

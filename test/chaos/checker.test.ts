@@ -400,4 +400,62 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
       'one-event-per-change',
     );
   });
+
+  it('when a payment or refund reaches its outcome after its requests were all answered 503 (nothing done), then no-outcome-after-503; a request in flight then, or an earlier 202, no answer or lost connection, is a cause', () => {
+    const unavailable = (message: string): Answer => ({
+      kind: 'error',
+      httpStatus: 503,
+      code: 503,
+      message,
+      retryAfter: true,
+      replayed: false,
+    });
+    const paidAt = (at: number): FinalState => ({
+      ...EMPTY,
+      payments: [{ ...payment, status: 'SUCCEEDED', chargeId: 'c1' }],
+      orders: [{ id: 'o1', tenant: 't', merchantOrderNo: 'mo-1', status: 'PAID', amount: '10.00' }],
+      events: PAID_EVENTS.map((e) => (e.type === 'payment.succeeded' ? { ...e, at } : e)),
+      ledger: { charges: [charge('c1')], refunds: [] },
+    });
+    // Told "Database busy" (a definite rollback) at 0..5 ms, then charged by the recoverer at 2 s:
+    // the defect of 2026-11-29 (Tx 2 after a charge answered 503).
+    const busy = req(unavailable('Database busy; retry with the same Idempotency-Key'), { start: 0, end: 5 });
+    expect(broken([busy], paidAt(2000))).to.deep.equal(['no-outcome-after-503']);
+    expect(
+      broken([req(unavailable('payment gateway unavailable; retry'), { start: 0, end: 5 })], paidAt(2000)),
+    ).to.deep.equal(['no-outcome-after-503']);
+    // Settled while a request for its order was in flight (any key): its cause.
+    expect(
+      broken(
+        [
+          busy,
+          req(ok({ id: 'p1', paymentNo: 'PN1', status: 'SUCCEEDED' }), { key: 'k2', start: 1990, end: 2010 }),
+        ],
+        paidAt(2000),
+      ),
+    ).to.deep.equal([]);
+    // After an answer that left it open: 202, no answer, or a lost connection (its COMMIT may have committed).
+    for (const open of [
+      { kind: 'processing', retryAfter: true, location: '/api/v1/payments/p1', resourceId: 'p1' } as Answer,
+      { kind: 'lost', reason: 'timeout' } as Answer,
+      unavailable('Database unavailable; retry with the same Idempotency-Key'),
+    ])
+      expect(broken([req(open, { start: 0, end: 5 })], paidAt(2000)), JSON.stringify(open)).to.deep.equal([]);
+    // An event without its time (an older history) is not judged.
+    expect(broken([busy], { ...paidAt(2000), events: PAID_EVENTS })).to.deep.equal([]);
+    // A refund alike: its only request told 503 at 0..5 ms, refunded at 3 s.
+    const refundAsked = req(unavailable('Database busy'), {
+      op: 'refunds.create',
+      key: 'rk',
+      body: JSON.stringify({ id: 'p1', amount: '3.00' }),
+      start: 0,
+      end: 5,
+    });
+    const refundedAt = (at: number): FinalState => ({
+      ...REFUNDED,
+      events: REFUNDED.events.map((e) => (e.type === 'refund.succeeded' ? { ...e, at } : e)),
+    });
+    expect(broken([refundAsked], refundedAt(3000))).to.deep.equal(['no-outcome-after-503']);
+    expect(broken([refundAsked], refundedAt(3))).to.deep.equal([]);
+  });
 });

@@ -50,6 +50,8 @@ export const INVARIANTS = {
   'no-export-left-processing': 'once faults stopped and clients finished, no export is PROCESSING',
   'one-event-per-change':
     'every committed change has exactly one event: each order one order.created, each PAID order one order.paid (others none), each SUCCEEDED/FAILED payment, refund and export one <resource>.<status> (PROCESSING none), no event of a resource that does not exist',
+  'no-outcome-after-503':
+    "a payment or refund reaches its outcome (the transaction of its final event) only while a request for it is in flight, or after one whose answer left it open: 202, no answer, or 503 'Database unavailable' (a lost connection: its COMMIT may have committed); never after 503s alone, which tell a client nothing was done",
 } as const;
 
 export type InvariantName = keyof typeof INVARIANTS;
@@ -390,6 +392,44 @@ export function check(history: HistoryEvent[], final: FinalState, limits: Limits
       `export ${e.id} (${e.status})`,
       '',
     );
+  // --- a 503 told the client nothing was done: nothing is done after it unless a request asks -----
+  // (CONTRACT section 3: the recoverer never charges a resumable payment on its own). The outcome's
+  // time is its final event's (written by Tx 2); a request could have caused it when it was in
+  // flight then, or had an answer before it that left the outcome open.
+  const OUTCOME_SLACK_MS = 50;
+  const leftOpen = (a: Answer) =>
+    a.kind === 'processing' ||
+    a.kind === 'lost' ||
+    (a.kind === 'error' && a.httpStatus === 503 && a.message.startsWith('Database unavailable'));
+  const outcomeCaused = (at: number, requests: HistoryEvent[]) =>
+    requests.some(
+      (r) =>
+        r.type === 'request' &&
+        r.start <= at + OUTCOME_SLACK_MS &&
+        (r.end >= at - OUTCOME_SLACK_MS || leftOpen(r.answer)),
+    );
+  for (const e of final.events) {
+    if (e.at === undefined || !/^(payment|refund)\.(succeeded|failed)$/.test(e.type)) continue;
+    const p = e.type.startsWith('payment.')
+      ? final.payments.find((x) => x.id === e.resourceId && x.tenant === e.tenant)
+      : undefined;
+    const r = p ? undefined : final.refunds.find((x) => x.id === e.resourceId && x.tenant === e.tenant);
+    const asked = p
+      ? slice(requests, `${p.tenant}/${p.merchantOrderNo}`).filter(
+          (q) => q.type === 'request' && q.op === 'payments.create',
+        )
+      : r
+        ? refundSlice(requests, r.paymentId)
+        : [];
+    if (!p && !r) continue; // no such resource: one-event-per-change says so
+    checked['no-outcome-after-503'] += 1;
+    if (!outcomeCaused(e.at, asked))
+      fail(
+        'no-outcome-after-503',
+        `${e.type} of ${e.resourceId} at ${Math.round(e.at)} ms, when no request for it was in flight and every earlier answer said nothing was done`,
+        asked,
+      );
+  }
   // What is left names no order, payment, refund or export there is.
   for (const [key, types] of eventsOf) {
     checked['one-event-per-change'] += 1;

@@ -656,7 +656,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
 
     // The tables as the service left them; the ledger after the repair, when one ran: reconcile may
     // only refund a second charge, and anything else it would have had to finish shows up here.
-    const final = await finalState(admin, gateway, tenants, slots[0].instance.url, tokenOf, downloads);
+    const final = await finalState(admin, gateway, tenants, slots[0].instance.url, tokenOf, downloads, t0);
     let reconcile: string | undefined;
     if (reconcileNeeded) {
       reconcile = summarizeReconcile(
@@ -882,6 +882,7 @@ async function finalState(
   baseUrl: string,
   tokenOf: (tenant: string, user: string, role?: 'user' | 'admin') => string,
   downloads: Map<string, ExportRow[][]>,
+  t0: number,
 ): Promise<FinalState> {
   const processing = await admin.query<{ scope_key: string; age: number }>(
     `SELECT scope_key, (EXTRACT(EPOCH FROM now() - created_at) * 1000)::int AS age FROM idempotency_records
@@ -909,9 +910,10 @@ async function finalState(
                  'merchantOrderNo', merchant_order_no, 'status', status, 'amount', amount::text)), '[]')
           FROM orders WHERE tenant_id = ANY($1)) AS orders,
        (SELECT coalesce(json_agg(json_build_object('id', id, 'tenant', tenant_id, 'type', type,
-                 'resourceId', resource_id) ORDER BY tx_id, seq), '[]')
+                 'resourceId', resource_id, 'at', EXTRACT(EPOCH FROM created_at) * 1000 - $2)
+                 ORDER BY tx_id, seq), '[]')
           FROM events WHERE tenant_id = ANY($1)) AS events`,
-    [tenants],
+    [tenants, t0],
   );
   const { payments, orders, events, refunds } = tables.rows[0];
   const exports: FinalExport[] = [];

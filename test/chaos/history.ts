@@ -112,7 +112,14 @@ export interface FinalState {
   /** The exports of the run's tenants (CONTRACT section 11), each with its file and its query. */
   exports: FinalExport[];
   /** The outbox of the run's tenants (CONTRACT section 12), read in the same snapshot as the rows. */
-  events: Array<{ id: string; tenant: string; type: string; resourceId: string }>;
+  events: Array<{
+    id: string;
+    tenant: string;
+    type: string;
+    resourceId: string;
+    /** When the transaction that wrote it began (ms since the run's start, as RequestEvent.start). */
+    at?: number;
+  }>;
   ledger: {
     charges: Array<{ paymentNo: string; chargeId: string; status: string; amount: string }>;
     // refundNo: a business refund (CONTRACT section 9), which undoes no charge; absent: a compensation.
