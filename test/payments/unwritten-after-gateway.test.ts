@@ -80,7 +80,22 @@ describe('payments: what the gateway did cannot be written (the payment row held
     return { tenant, first, row, ...then };
   }
 
-  async function expectOneCharge(tenant: string) {
+  /**
+   * The first answer 202 (the payment left PROCESSING, not resumable, under its lease); the same key
+   * then gets 202 until the recoverer has finished it, and 201 SUCCEEDED with exactly one charge.
+   */
+  async function expectFinishedByRecoverer(paid: Awaited<ReturnType<typeof payWhileRowHeld>>, what: string) {
+    const { tenant, first, row, final, statuses } = paid;
+    expect(row, `${what} was not written`).to.include({ status: 'PROCESSING', resumable: false });
+    expect(first.status, first.text).to.equal(202);
+    expect(first.headers.get('location')).to.match(/^\/api\/v1\/payments\/pay_/);
+    expect(Number(first.headers.get('retry-after'))).to.be.greaterThan(0);
+    expect(
+      statuses.filter((s) => s !== 202),
+      `${statuses}`,
+    ).to.deep.equal([201]);
+    expect(final.status, final.text).to.equal(201);
+    expect(final.body.data.status).to.equal('SUCCEEDED');
     const payments = await assertPaymentInvariants(db.sequelize, () => slot.ledger(), tenant, {
       exclusiveLedger: true,
     });
@@ -89,35 +104,11 @@ describe('payments: what the gateway did cannot be written (the payment row held
     expect(charges).to.have.length(1);
   }
 
-  function expectInFlight(first: HttpResult) {
-    expect(first.status, first.text).to.equal(202);
-    expect(first.headers.get('location')).to.match(/^\/api\/v1\/payments\/pay_/);
-    expect(Number(first.headers.get('retry-after'))).to.be.greaterThan(0);
-  }
-
   it('when the mark after a 5xx meets a held row lock, then 202 with Location (not 503), and the payment is charged once by the recoverer', async () => {
-    const { tenant, first, row, final, statuses } = await payWhileRowHeld({ errorRate: 1 });
-    expect(row, 'the mark was not written').to.include({ status: 'PROCESSING', resumable: false });
-    expectInFlight(first);
-    expect(
-      statuses.filter((s) => s !== 202),
-      `${statuses}`,
-    ).to.deep.equal([201]);
-    expect(final.status, final.text).to.equal(201);
-    expect(final.body.data.status).to.equal('SUCCEEDED');
-    await expectOneCharge(tenant);
+    await expectFinishedByRecoverer(await payWhileRowHeld({ errorRate: 1 }), 'the mark');
   });
 
   it('when Tx 2 after a charge meets a held row lock, then 202 with Location (not 503), and that one charge is recorded, SUCCEEDED', async () => {
-    const { tenant, first, row, final, statuses } = await payWhileRowHeld({});
-    expect(row, 'Tx 2 was not written').to.include({ status: 'PROCESSING', resumable: false });
-    expectInFlight(first);
-    expect(
-      statuses.filter((s) => s !== 202),
-      `${statuses}`,
-    ).to.deep.equal([201]);
-    expect(final.status, final.text).to.equal(201);
-    expect(final.body.data.status).to.equal('SUCCEEDED');
-    await expectOneCharge(tenant);
+    await expectFinishedByRecoverer(await payWhileRowHeld({}), 'Tx 2');
   });
 });
