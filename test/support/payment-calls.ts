@@ -43,25 +43,42 @@ export interface RetryOutcome {
  * A client that retries with the same key, as the contract tells it to, until the answer is final
  * (any status not in `retryable`). Bounded: fails loudly instead of hanging the suite.
  */
-export async function payUntilFinal(
+export function payUntilFinal(
   baseUrls: string | string[],
   auth: Record<string, string>,
   key: string,
   body: PaymentRequest,
-  opts: { retryable?: number[]; deadlineMs?: number; pauseMs?: number } = {},
+  opts: RetryOptions = {},
 ): Promise<RetryOutcome> {
   const urls = Array.isArray(baseUrls) ? baseUrls : [baseUrls];
+  return untilFinal(
+    (attempt) => payOrFail(urls[attempt % urls.length], auth, key, body),
+    `payment ${body.merchantOrderNo}`,
+    opts,
+  );
+}
+
+export interface RetryOptions {
+  retryable?: number[];
+  deadlineMs?: number;
+  pauseMs?: number;
+}
+
+/** `send` (the same request, with its key) again until its answer is final, as payUntilFinal. */
+export async function untilFinal(
+  send: (attempt: number) => Promise<HttpResult>,
+  what: string,
+  opts: RetryOptions = {},
+): Promise<RetryOutcome> {
   const retryable = new Set(opts.retryable ?? [202, 503]);
   const deadline = Date.now() + (opts.deadlineMs ?? 20000);
   const statuses: number[] = [];
   for (let attempt = 0; ; attempt++) {
-    const res = await payOrFail(urls[attempt % urls.length], auth, key, body);
+    const res = await send(attempt);
     statuses.push(res.status);
     if (!retryable.has(res.status)) return { final: res, statuses };
     if (Date.now() > deadline)
-      throw new Error(
-        `payment ${body.merchantOrderNo} never became final: ${statuses.join(',')} ${res.text}`,
-      );
+      throw new Error(`${what} never became final: ${statuses.join(',')} ${res.text}`);
     await sleep(opts.pauseMs ?? 250);
   }
 }
