@@ -5,7 +5,7 @@ import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
 import { type HttpResult, http } from '../support/http.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
 import { startInstancesInParallel } from '../support/parallel-instances.js';
-import { shortLeaseEnv } from '../support/payment-calls.js';
+import { shortLeaseEnv, untilFinal } from '../support/payment-calls.js';
 import { type Instance, startInstance } from '../support/processes.js';
 import { assertRefundInvariants, paidPayment, refund } from '../support/refunds.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
@@ -43,13 +43,9 @@ describe('refunds: races over 3 real instances, and a SIGKILL between the gatewa
     body: Record<string, unknown>,
     first: number,
   ): Promise<HttpResult> {
-    const deadline = Date.now() + 60000;
-    for (let attempt = first; ; attempt++) {
-      const res = await refund(urls()[attempt % 3], auth, paymentId, key, body);
-      if (![0, 202, 503].includes(res.status)) return res;
-      if (Date.now() > deadline) throw new Error(`refund never became final: ${res.status} ${res.text}`);
-      await sleep(200);
-    }
+    const send = (attempt: number) => refund(urls()[(first + attempt) % 3], auth, paymentId, key, body);
+    const opts = { retryable: [0, 202, 503], deadlineMs: 60000, pauseMs: 200 };
+    return (await untilFinal(send, `refund of ${paymentId}`, opts)).final;
   }
 
   it('when 30 refunds of 7.00 with distinct keys race for one payment of 100.00 on 3 instances, then exactly 14 succeed, the rest are 40906, and the ledger agrees', async () => {
