@@ -457,5 +457,16 @@ describe('chaos checker: each invariant catches a history that breaks it', () =>
     });
     expect(broken([refundAsked], refundedAt(3000))).to.deep.equal(['no-outcome-after-503']);
     expect(broken([refundAsked], refundedAt(3))).to.deep.equal([]);
+    // Closed FAILED by the recoverer at 3 s because its key expired: nothing performed, not judged;
+    // FAILED for any other reason at 3 s is an outcome no request caused.
+    const closedAt = (at: number, failureReason: string): FinalState => ({
+      ...REFUNDED,
+      payments: [{ ...REFUNDED.payments[0], amountRefunded: '0.00' }],
+      refunds: [{ ...refundRow, status: 'FAILED', failureReason }],
+      ledger: { ...REFUNDED.ledger, refunds: [] },
+      events: [...PAID_EVENTS, { ...event('refund.failed', 'r1'), at }],
+    });
+    expect(broken([refundAsked], closedAt(3000, 'KEY_EXPIRED'))).to.deep.equal([]);
+    expect(broken([refundAsked], closedAt(3000, 'DECLINED'))).to.deep.equal(['no-outcome-after-503']);
   });
 });

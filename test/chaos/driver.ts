@@ -900,7 +900,8 @@ async function finalState(
                  'amountRefunded', amount_refunded::text)), '[]')
           FROM payments WHERE merchant_id = ANY($1)) AS payments,
        (SELECT coalesce(json_agg(json_build_object('id', id, 'refundNo', refund_no, 'paymentId', payment_id,
-                 'tenant', merchant_id, 'status', status, 'amount', amount::text)), '[]')
+                 'tenant', merchant_id, 'status', status, 'amount', amount::text,
+                 'failureReason', failure_reason)), '[]')
           FROM refunds WHERE merchant_id = ANY($1)) AS refunds,
        (SELECT coalesce(json_agg(json_build_object('id', id::text, 'tenant', tenant_id, 'user', user_id::text,
                  'allUsers', all_users, 'resource', resource, 'format', format, 'status', status,

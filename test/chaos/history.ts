@@ -108,6 +108,8 @@ export interface FinalState {
     tenant: string;
     status: string;
     amount: string;
+    /** Why a FAILED refund failed; KEY_EXPIRED is the recoverer's closure of an expired key. */
+    failureReason?: string | null;
   }>;
   /** The exports of the run's tenants (CONTRACT section 11), each with its file and its query. */
   exports: FinalExport[];
