@@ -1,7 +1,6 @@
 // Issue 27 item 6: a second effect on the mechanism (a message to a fake partner over loopback HTTP),
 // driven through the fault checks payments pass: crash between perform and finalise, unknown, not done.
 import { expect } from 'chai';
-import { sqlLiteral } from '../../core/sql.js';
 import { defineEffect, type EffectDeps, type EffectRow } from '../../idempotency/effect.js';
 import { sweepExpired } from '../../idempotency/effect-recover.js';
 import * as h from '../support/effect-harness.js';
@@ -17,19 +16,9 @@ const steps: string[] = [];
 const reply = (r: EffectRow) => ({ status: 201, headers: {}, body: { id: r.id } });
 const effect = defineEffect<EffectDeps, string, EffectRow, true>({
   name: 'test.partner-message',
-  table: TABLE,
   downstream: 'Partner',
   failpoints: {},
-  lookup: (id) => `${h.selectRow(TABLE)} ${sqlLiteral(id)};`,
-  prepare: (_t, [found], id) =>
-    found
-      ? { kind: 'existing', row: found as EffectRow }
-      : {
-          kind: 'new',
-          row: { id, status: 'PROCESSING', resumableSince: null },
-          insert: `INSERT INTO ${TABLE} (id) VALUES (${sqlLiteral(id)});`,
-        },
-  read: (id) => h.readRow(deps, TABLE, id),
+  ...h.oneRowResource(TABLE, () => deps),
   perform: (_d, r) => partner.perform(r.id),
   query: (_d, r) => partner.query(r.id),
   finalise: async (d, lease, r) => {

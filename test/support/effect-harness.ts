@@ -3,8 +3,16 @@
 // is the effect's own definition (test/idempotency/effect-partner.test.ts).
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { sqlRows } from '../../core/sql.js';
-import type { AnyEffect, Downstream, EffectDeps, EffectRow, Lease } from '../../idempotency/effect.js';
+import type { Transaction } from 'sequelize';
+import { sqlLiteral, sqlRows } from '../../core/sql.js';
+import type {
+  AnyEffect,
+  Downstream,
+  EffectDeps,
+  EffectRow,
+  Lease,
+  Prepared,
+} from '../../idempotency/effect.js';
 import { runEffect } from '../../idempotency/effect-run.js';
 import type { IdempotentRequest } from '../../idempotency/engine.js';
 import type { Reply } from '../../idempotency/outcome.js';
@@ -96,6 +104,24 @@ export const selectRow = (table: string) =>
 /** A resource row of `table`, or undefined. */
 export const readRow = async (deps: EffectDeps, table: string, id: string): Promise<EffectRow | undefined> =>
   (await sqlRows<EffectRow & { status: string }>(deps.sequelize, `${selectRow(table)} $1`, [id]))[0];
+
+/**
+ * The parts of a definition whose resource is one row of `table` with the request's input as its id:
+ * the lookup in the claim's round trip, prepare (that row if there, else a new one) and read.
+ */
+export const oneRowResource = (table: string, deps: () => EffectDeps) => ({
+  table,
+  lookup: (id: string) => `${selectRow(table)} ${sqlLiteral(id)};`,
+  prepare: (_t: Transaction, [found]: unknown[], id: string): Prepared<EffectRow> =>
+    found
+      ? { kind: 'existing', row: found as EffectRow }
+      : {
+          kind: 'new',
+          row: { id, status: 'PROCESSING', resumableSince: null },
+          insert: `INSERT INTO ${table} (id) VALUES (${sqlLiteral(id)});`,
+        },
+  read: (id: string) => readRow(deps(), table, id),
+});
 
 /** One request for the effect with this input, as its router entry would send it (a new key by default). */
 export const runWith = (effect: AnyEffect, deps: EffectDeps, input: string, key: string) =>
