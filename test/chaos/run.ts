@@ -11,9 +11,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { freePort, startEmbeddedPostgres } from '../../core/embedded-postgres.js';
+import { startEmbeddedPostgres } from '../../core/embedded-postgres.js';
 import { FAILPOINT_NAMES } from '../../core/failpoints.js';
 import { readCliArgs } from '../../server/cli-args.js';
+import { stablePort } from '../support/stable-port.js';
 import { INVARIANTS } from './checker.js';
 import { type ChaosReport, runChaos } from './driver.js';
 import { describeFault, drawSchedule } from './schedule.js';
@@ -51,7 +52,7 @@ const seeds = args.values.seeds ?? 0;
 // Without DATABASE_URL the run owns its PostgreSQL (embedded, on a data folder of its own), so the
 // schedule may also restart it; a server given by DATABASE_URL is never restarted.
 const dataDir = process.env.DATABASE_URL ? undefined : await mkdtemp(path.join(os.tmpdir(), 'chaos-pg-'));
-const port = await freePort();
+const port = await stablePort();
 let embedded = dataDir ? await startEmbeddedPostgres({ dir: path.join(dataDir, 'data'), port }) : undefined;
 const restartDatabase = dataDir
   ? async () => {

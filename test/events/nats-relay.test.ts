@@ -4,13 +4,13 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { connect, type JetStreamManager, type NatsConnection } from 'nats';
-import { freePort } from '../../core/embedded-postgres.js';
 import { sqlRows } from '../../core/sql.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
 import { natsServerProgram, PrivateNatsServer } from '../support/nats-server.js';
 import { createOrder } from '../support/orders.js';
 import { payUntilFinal } from '../support/payment-calls.js';
 import { type Instance, spawnInstance, startInstance } from '../support/processes.js';
+import { stablePort } from '../support/stable-port.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 
 /**
@@ -49,7 +49,7 @@ describe('events: the NATS relay publishes the outbox to JetStream (real instanc
       this.skip();
     }
     storeDir = await mkdtemp(path.join(os.tmpdir(), 'nats-relay-'));
-    nats = new PrivateNatsServer(program, await freePort(), storeDir);
+    nats = new PrivateNatsServer(program, await stablePort(), storeDir);
     await nats.start();
     admin = await connect({ servers: nats.url, timeout: 5000, maxReconnectAttempts: -1 });
     manager = await admin.jetstreamManager();

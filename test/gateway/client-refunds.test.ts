@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
-import { freePort } from '../../core/embedded-postgres.js';
 import { createGatewayClient, GatewayError } from '../../gateway/client.js';
 import type { Charge, GatewayClient, RefundRequest } from '../../gateway/types.js';
+import { stablePort } from '../support/stable-port.js';
 import { type SimulatorProcess, startSimulatorProcess } from './simulator-process.js';
 
 // Short where a time-out is the point of the test; generous elsewhere.
@@ -183,7 +183,7 @@ describe('gateway client: business refunds against the simulator process', () =>
 
   it('when the gateway is not listening, then not-refunded/refused and queryRefund is unavailable', async () => {
     const down = createGatewayClient({
-      baseUrl: `http://127.0.0.1:${await freePort()}`,
+      baseUrl: `http://127.0.0.1:${await stablePort()}`,
       timeoutMs: PATIENT_MS,
     });
     const req = refundOf(await charged());

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../../core/embedded-postgres.js';
+import { stablePort } from '../support/stable-port.js';
 
 export interface SimulatorProcess {
   url: string;
@@ -16,7 +16,7 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
  * process boundary as they do in production. Resolves once it prints the line saying it listens.
  */
 export async function startSimulatorProcess(): Promise<SimulatorProcess> {
-  const port = await freePort();
+  const port = await stablePort();
   const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'server/gateway-cli.ts'], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', GATEWAY_PORT: String(port) },

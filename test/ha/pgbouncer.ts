@@ -11,8 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { freePort } from '../../core/embedded-postgres.js';
 import { asPostgres, ownedByPostgres, REQUIRED_PROGRAMS } from '../../deploy/ha/cluster.js';
+import { stablePort } from '../support/stable-port.js';
 
 export const PGBOUNCER = REQUIRED_PROGRAMS.pgbouncer;
 
@@ -54,7 +54,7 @@ const q = (s: string) => `"${s.replace(/"/g, '""')}"`;
 
 export async function startPgBouncer(opts: PgBouncerOptions): Promise<PgBouncer> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'idem-pgbouncer-'));
-  const port = await freePort();
+  const port = await stablePort();
   const authFile = path.join(dir, 'users.txt');
   const logFile = path.join(dir, 'pgbouncer.log');
   await writeFile(authFile, `${opts.users.map((u) => `${q(u.name)} ${q(u.password)}`).join('\n')}\n`);

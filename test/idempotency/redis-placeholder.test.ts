@@ -1,11 +1,11 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { freePort } from '../../core/embedded-postgres.js';
 import { userScope } from '../../idempotency/key.js';
 import { http } from '../support/http.js';
 import { type Instance, killAll, startInstance, startInstances } from '../support/processes.js';
 import { redisIfReachable } from '../support/redis.js';
 import { sharedServer } from '../support/server.js';
+import { stablePort } from '../support/stable-port.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 import {
   type Answer,
@@ -161,7 +161,7 @@ describe('Redis placeholder with Redis down (REDIS_URL points at a closed port)'
 
   before(async () => {
     await sharedServer();
-    instance = await startInstance({ REDIS_URL: `redis://127.0.0.1:${await freePort()}/0` });
+    instance = await startInstance({ REDIS_URL: `redis://127.0.0.1:${await stablePort()}/0` });
   });
   after(killAll);
 

@@ -5,10 +5,10 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import { freePort } from '../../core/embedded-postgres.js';
 import { http } from '../support/http.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
 import { TEST_ENV } from '../support/server.js';
+import { stablePort } from '../support/stable-port.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 
 /** The pids of a process's children (ps), to find the node that the start script exec'd. */
@@ -46,7 +46,7 @@ describe('npm start: the built server, as the README starts it', function () {
   });
 
   it('when npm start runs, then it builds, serves the contract from dist/ with the heap limit, and SIGTERM to npm stops the server gracefully with exit 0', async () => {
-    const port = await freePort();
+    const port = await stablePort();
     npm = spawn('npm', ['start'], {
       env: {
         PATH: process.env.PATH ?? '',

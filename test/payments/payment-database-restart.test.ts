@@ -5,12 +5,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { Sequelize } from 'sequelize';
 import { createSequelize } from '../../core/database.js';
-import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../core/embedded-postgres.js';
+import { type EmbeddedDatabase, startEmbeddedPostgres } from '../../core/embedded-postgres.js';
 import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
 import { createOrder } from '../support/orders.js';
 import { payUntilFinal, type RetryOutcome, shortLeaseEnv } from '../support/payment-calls.js';
 import { assertPaymentInvariants } from '../support/payment-invariants.js';
 import { type Instance, startInstances } from '../support/processes.js';
+import { stablePort } from '../support/stable-port.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 
 const PAYMENTS = 20;
@@ -34,7 +35,7 @@ describe('payments: the database restarted under load (own persistent embedded P
     dir = await mkdtemp(path.join(os.tmpdir(), 'pay-restart-pg-'));
     // mkdtemp makes the folder 0700; as root, PostgreSQL runs as the postgres user, who must enter it.
     await chmod(dir, 0o755);
-    port = await freePort();
+    port = await stablePort();
     const { url } = await startDatabase();
     slot = await startGatewaySlot();
     instances = await startInstances(2, shortLeaseEnv(url, slot.url));

@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../core/embedded-postgres.js';
+import { type EmbeddedDatabase, startEmbeddedPostgres } from '../../core/embedded-postgres.js';
 import { killAll } from '../support/processes.js';
 import { stopSharedServer } from '../support/server.js';
+import { stablePort } from '../support/stable-port.js';
 
 /**
  * Mocha root hooks: one PostgreSQL for the whole run.
@@ -29,7 +30,7 @@ export const mochaHooks = {
       url.pathname = `/${name}`;
       process.env.TEST_DATABASE_URL = url.toString();
     } else {
-      embedded = await startEmbeddedPostgres({ port: await freePort() });
+      embedded = await startEmbeddedPostgres({ port: await stablePort() });
       process.env.TEST_DATABASE_URL = embedded.url;
     }
   },

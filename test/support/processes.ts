@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../../core/embedded-postgres.js';
 import { TEST_ENV } from './server.js';
+import { stablePort } from './stable-port.js';
 
 export interface Instance {
   url: string;
@@ -32,7 +32,7 @@ export async function spawnInstance(
   argv = ['--import', 'tsx', 'server/main.ts'],
 ): Promise<Instance> {
   // A given PORT restarts an instance where it was (behind a balancer that knows that address).
-  const port = env.PORT ? Number(env.PORT) : await freePort();
+  const port = env.PORT ? Number(env.PORT) : await stablePort();
   const child = spawn(process.execPath, argv, {
     env: {
       PATH: process.env.PATH ?? '',

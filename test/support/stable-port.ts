@@ -1,18 +1,25 @@
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 
+/** The ports this process has handed out: never twice (two callers at once could both find one free). */
+const handedOut = new Set<number>();
+
 /**
- * A free port for a listener that a test closes and opens again on the same port (the gateway slot's
- * relay going down and up). A port from the kernel's ephemeral range (what `listen(0)` gives) can be
- * taken in between as the local port of any outgoing connection on the machine: a chaos run saw
- * EADDRINUSE on re-listening. So this one is drawn below that range, where the kernel never assigns
- * ports on its own, and checked free by binding it.
+ * A free port for a listener that is opened later, by another process or after a restart: a service
+ * instance the test spawns, a PostgreSQL, a NATS server, or a relay that goes down and up on the same
+ * port. A port from the kernel's ephemeral range (what `listen(0)` gives) is free only until someone
+ * else's `listen(0)` or outgoing connection takes it: a chaos run saw EADDRINUSE on re-listening, and
+ * a CI rehearsal saw one of three instances started together fail to listen, its port taken meanwhile
+ * by a sibling's in-process gateway simulator (`listen(0)` during its start-up). So this one is drawn
+ * below that range, where the kernel never assigns ports on its own, and checked free by binding it.
  */
 export async function stablePort(): Promise<number> {
   const low = ephemeralLow();
   const from = Math.min(20000, low - 1000);
   for (let attempt = 0; attempt < 200; attempt++) {
     const port = from + Math.floor(Math.random() * (low - from));
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
     if (await bindable(port)) return port;
   }
   throw new Error(`no free port between ${from} and ${low}`);

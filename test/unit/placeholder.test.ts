@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import pino from 'pino';
-import { freePort } from '../../core/embedded-postgres.js';
 import { Placeholder } from '../../idempotency/placeholder.js';
 import { redisIfReachable } from '../support/redis.js';
+import { stablePort } from '../support/stable-port.js';
 import { idempotencyKey } from '../support/tokens.js';
 
 const REDIS_URL = 'redis://127.0.0.1:6379/6';
@@ -70,7 +70,7 @@ describe('unit: Redis placeholder (SET NX PX, released only by its holder)', () 
 
 describe('unit: Redis placeholder with Redis down', () => {
   it('when Redis is unreachable, then acquire answers undefined at once and release does not throw', async () => {
-    const placeholder = new Placeholder(`redis://127.0.0.1:${await freePort()}/0`, 30000, silent);
+    const placeholder = new Placeholder(`redis://127.0.0.1:${await stablePort()}/0`, 30000, silent);
     try {
       expect(await placeholder.acquire('t:1:orders.create:abcdefghijklmnop')).to.equal(undefined);
       await placeholder.release('t:1:orders.create:abcdefghijklmnop', 'token');

@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
 import { expect } from 'chai';
-import { freePort } from '../../core/embedded-postgres.js';
 import { http } from '../support/http.js';
 import { createOrder } from '../support/orders.js';
 import { type Instance, startInstance } from '../support/processes.js';
 import { stopSharedServer } from '../support/server.js';
+import { stablePort } from '../support/stable-port.js';
 import { bearer, uniqueTenant } from '../support/tokens.js';
 import { pidOfLocalPort, Receiver, retireEndpoints, until } from './receiver.js';
 
@@ -72,7 +72,7 @@ describe('webhooks: deliveries across instances (real receiver, real processes)'
     const tenant = uniqueTenant();
     const admin = bearer(tenant, '1', 'admin');
     const down = new Receiver();
-    const port = await freePort();
+    const port = await stablePort();
     const name = `down-${tenant}`;
     down.hook(name);
     await down.start(port);
