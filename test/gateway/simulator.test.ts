@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { type GatewaySimulator, startGatewaySimulator } from '../../gateway/simulator.js';
 import type { Charge, Ledger } from '../../gateway/types.js';
+import { stablePort } from '../support/stable-port.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: answers are inspected structurally by chai
 type Answer = { status: number; body: any; headers: Headers };
@@ -251,12 +251,7 @@ describe('gateway simulator process (npm run gateway)', () => {
   });
 
   it('when started on a free port, then it prints its URL, serves the contract and exits 0 on SIGTERM', async () => {
-    const port = await new Promise<number>((resolve) => {
-      const probe = net.createServer().listen(0, '127.0.0.1', () => {
-        const { port } = probe.address() as net.AddressInfo;
-        probe.close(() => resolve(port));
-      });
-    });
+    const port = await stablePort();
     const proc = run({ GATEWAY_PORT: String(port) });
     while (!proc.out().includes('\n')) await new Promise((r) => setTimeout(r, 20));
     expect(proc.out().trim()).to.include(`http://127.0.0.1:${port}`);
