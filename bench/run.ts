@@ -22,7 +22,7 @@ import { mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { freePort } from '../core/embedded-postgres.js';
+import { stablePort } from '../test/support/stable-port.js';
 import { BenchRun } from './bench-run.js';
 import { load } from './load.js';
 import { serverMemory, tableStats } from './measure.js';
@@ -84,11 +84,11 @@ async function main(run: BenchRun): Promise<void> {
   );
 
   const [serverPort, barePort, peerPort, peerTokenPort, gatewayPort] = await Promise.all([
-    freePort(),
-    freePort(),
-    freePort(),
-    freePort(),
-    freePort(),
+    stablePort(),
+    stablePort(),
+    stablePort(),
+    stablePort(),
+    stablePort(),
   ]);
   // The payment gateway simulator as a process of its own (`npm run gateway`), as a deployment has its
   // gateway elsewhere: its ledger (every charge and refund of the run, in memory) and its CPU are not
@@ -125,7 +125,7 @@ async function main(run: BenchRun): Promise<void> {
       ipc: true,
     });
   run.launchService = async (name) => {
-    const child = await launchService(name, await freePort());
+    const child = await launchService(name, await stablePort());
     run.pids.add(child.pid);
     run.onCleanup(() => child.stop());
     return child;

@@ -26,11 +26,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../core/embedded-postgres.js';
+import { type EmbeddedDatabase, startEmbeddedPostgres } from '../core/embedded-postgres.js';
 import { type Cluster, startCluster } from '../deploy/ha/cluster.js';
 import { findNginx, type Nginx, startNginx } from '../deploy/nginx.js';
 import { startGatewaySimulator } from '../gateway/simulator.js';
 import { signToken } from '../routers/auth/jwt.js';
+import { stablePort } from '../test/support/stable-port.js';
 
 interface AutocannonResult {
   requests: { average: number; total: number };
@@ -107,7 +108,7 @@ interface Service {
 }
 
 async function startService(databaseUrl: string, gatewayUrl: string): Promise<Service> {
-  const port = await freePort();
+  const port = await stablePort();
   // Production settings: info access logs (to /dev/null here), default pool size and limits.
   const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'server/main.ts'], {
     cwd: ROOT,
@@ -315,7 +316,7 @@ async function main() {
       await probe.end();
     } catch {
       console.error(`${adminUrl} not reachable: using a throw-away embedded PostgreSQL`);
-      embedded = await startEmbeddedPostgres({ port: await freePort() });
+      embedded = await startEmbeddedPostgres({ port: await stablePort() });
       adminUrl = embedded.url;
     }
     admin = new pg.Client(adminUrl);

@@ -17,7 +17,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { freePort } from '../core/embedded-postgres.js';
+import { stablePort } from '../test/support/stable-port.js';
 import { BenchRun } from './bench-run.js';
 import { type LoadRequest, load } from './load.js';
 import { fillDatabase } from './measure.js';
@@ -95,7 +95,7 @@ try {
   }
   for (const s of sides) {
     const start = startCommand(s.dir);
-    const port = await freePort();
+    const port = await stablePort();
     s.service = await startNode({
       name: `service-${s.name}`,
       args: [...start.flags, path.join(s.dir, start.entry)],

