@@ -17,7 +17,6 @@ let nextQuery: 'unknown' | (() => Promise<unknown>) | undefined;
 const queried: string[] = [];
 /** Holds the next perform before it calls the partner until released (once). */
 let held: { entered: () => void; released: Promise<void> } | undefined;
-const reply = (r: EffectRow) => ({ status: 201, headers: {}, body: { id: r.id } });
 const effect = defineEffect<EffectDeps, string, EffectRow, true>({
   name: 'test.partner-notice',
   downstream: 'Partner',
@@ -41,8 +40,8 @@ const effect = defineEffect<EffectDeps, string, EffectRow, true>({
     await instead?.();
     return found;
   },
-  finalise: (d, lease, r) => h.finishFenced(d, lease, TABLE, "status = 'SENT'", r.id, reply(r)),
-  answer: reply,
+  finalise: (d, lease, r) => h.finishFenced(d, lease, TABLE, "status = 'SENT'", r.id, h.createdReply(r)),
+  answer: h.createdReply,
   // Longer than any run: the shared server's recoverer (hourly) never closes these on its own.
   closedOnKeyExpiry: { failureReason: 'NOTICE_KEY_EXPIRED', ttlHours: () => 1_000_000 },
 });

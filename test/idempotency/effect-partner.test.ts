@@ -13,7 +13,6 @@ let deps: EffectDeps;
 let crashes = 0;
 /** What the recoverer's callbacks and finalise did, in order (the first test). */
 const steps: string[] = [];
-const reply = (r: EffectRow) => ({ status: 201, headers: {}, body: { id: r.id } });
 const effect = defineEffect<EffectDeps, string, EffectRow, true>({
   name: 'test.partner-message',
   downstream: 'Partner',
@@ -24,9 +23,9 @@ const effect = defineEffect<EffectDeps, string, EffectRow, true>({
   finalise: async (d, lease, r) => {
     steps.push('finalise');
     if (crashes-- > 0) throw new Error('the process died between perform and finalise');
-    return h.finishFenced(d, lease, TABLE, "status = 'SENT'", r.id, reply(r));
+    return h.finishFenced(d, lease, TABLE, "status = 'SENT'", r.id, h.createdReply(r));
   },
-  answer: reply,
+  answer: h.createdReply,
 });
 const send = (id: string) => h.runWith(effect, deps, id, idempotencyKey());
 const state = async (id: string) => [(await h.readRow(deps, TABLE, id))?.status, partner.sent.get(id)];

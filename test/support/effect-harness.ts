@@ -105,6 +105,9 @@ export const selectRow = (table: string) =>
 export const readRow = async (deps: EffectDeps, table: string, id: string): Promise<EffectRow | undefined> =>
   (await sqlRows<EffectRow & { status: string }>(deps.sequelize, `${selectRow(table)} $1`, [id]))[0];
 
+/** The one-row resource's 201 answer: its id (the answer replayed to every later request of the key). */
+export const createdReply = (r: EffectRow) => ({ status: 201, headers: {}, body: { id: r.id } });
+
 /**
  * The parts of a definition whose resource is one row of `table` with the request's input as its id:
  * the lookup in the claim's round trip, prepare (that row if there, else a new one) and read.
