@@ -2,7 +2,7 @@ import { isDatabaseBusy, isDatabaseUnavailable } from '../core/db-errors.js';
 import { DomainError, ServiceUnavailable } from '../core/errors.js';
 import type { Effect, EffectDeps, EffectRow, Gate } from './effect.js';
 import { stepBoundary } from './effect.js';
-import { claimEffect, type FailureReply } from './effect-claim.js';
+import { type Claim, claimEffect, type FailureReply } from './effect-claim.js';
 import { markNotDone, resumeEffect } from './effect-resume.js';
 import { type Settlement, settleEffect } from './effect-settle.js';
 import { type Cancellation, type IdempotentRequest, sameRequest } from './engine.js';
@@ -31,9 +31,21 @@ export async function runEffect<D extends EffectDeps, In, Row extends EffectRow,
   // A stored answer that cannot be read is rebuilt from the resource row (CONTRACT section 5).
   const req: IdempotentRequest = { ...request, rebuild: (id) => rebuildAnswer(effect, id) };
   const run = { effect, deps, req, signal };
+  // A Tx 1 or a resume that may have committed (its COMMIT's answer was lost with the connection):
+  // from then on the outcome is open, and `ours` is the lease that Tx 1 took, when it is known.
+  let open = false;
+  let ours: Extract<Claim<Row>, { kind: 'unacknowledged' }> | undefined;
   // Each pass ends in an answer, or looks again after losing a race (bounded: answers 202 after 4).
   for (let pass = 0; pass < 4; pass++) {
-    const claim = await claimEffect<Row, In>(effect, deps, req, input, failureReply, gate);
+    let claim: Claim<Row>;
+    try {
+      claim = await claimEffect<Row, In>(effect, deps, req, input, failureReply, gate);
+    } catch (err) {
+      // Looking again failed too: the record may be ours and the recoverer would finish it, so the
+      // answer is 202 (in flight: ask again with the same key), never the 503 "nothing was done".
+      if (open && answersUnavailable(err)) return deps.engine.inFlight(req, null);
+      throw err;
+    }
     switch (claim.kind) {
       case 'claimed': {
         const { lease, row } = claim;
@@ -62,9 +74,26 @@ export async function runEffect<D extends EffectDeps, In, Row extends EffectRow,
         return deps.engine.inFlight(req, null);
       case 'limited':
         return deps.engine.limited(claim.cap);
+      case 'unacknowledged':
+        open = true;
+        ours = claim;
+        break;
       case 'found': {
-        const continued = await continueAttempt(run, claim.record);
-        if (continued) return continued;
+        const { record } = claim;
+        if (ours && isOurs(ours.lease, record) && record.resourceId) {
+          // Tx 1 did commit: the attempt is ours, under the lease it took, and nothing was sent yet.
+          const { lease, first } = ours;
+          const id = record.resourceId;
+          return underLease(run, lease, id, async () => {
+            if (first === 'perform') await stepBoundary(effect, 'tx1.after-commit');
+            const row = await rowOfRecord(effect, id);
+            const settlement = await settleEffect(effect, deps, lease, row, first);
+            return answer(run, 'executed', lease, row, settlement);
+          });
+        }
+        const continued = await continueAttempt(run, record);
+        if (continued === 'unacknowledged') open = true;
+        else if (continued) return continued;
         break; // another executor won the takeover: look again
       }
       case 'again':
@@ -72,6 +101,11 @@ export async function runEffect<D extends EffectDeps, In, Row extends EffectRow,
     }
   }
   return deps.engine.inFlight(req, null);
+}
+
+/** The record is still PROCESSING under the lease we took, and the lease still runs. */
+function isOurs(lease: Lease, record: StoredRecord): boolean {
+  return record.status === 'PROCESSING' && record.ownerToken === lease.owner && !record.leaseExpired;
 }
 
 interface Run<D extends EffectDeps, In, Row extends EffectRow, R> {
@@ -84,19 +118,26 @@ interface Run<D extends EffectDeps, In, Row extends EffectRow, R> {
 /**
  * A record of this key is there. The same request whose attempt was abandoned continues it: resumed
  * when it certainly did nothing (FAILED_RETRYABLE), taken over when its lease ended. Anything else is
- * answered as a duplicate (replay, 202, or 409 for another request). undefined: lost the takeover.
+ * answered as a duplicate (replay, 202, or 409 for another request). undefined: lost the takeover;
+ * 'unacknowledged': the resume's connection was lost, and it may have committed.
  */
 async function continueAttempt<D extends EffectDeps, In, Row extends EffectRow, R>(
   run: Run<D, In, Row, R>,
   record: StoredRecord,
-): Promise<Outcome | undefined> {
+): Promise<Outcome | 'unacknowledged' | undefined> {
   const { effect, deps, req, signal } = run;
   const { resourceId } = record;
   if (!sameRequest(req, record) || !resourceId) return deps.engine.answerDuplicate(req, record, signal);
   let lease: Lease | undefined;
   let first: 'query' | 'resume' = 'query';
   if (record.status === 'FAILED_RETRYABLE') {
-    const resumption = await resumeEffect(deps, effect, req, resourceId);
+    const resumption = await resumeEffect(deps, effect, req, resourceId).catch((err: unknown) => {
+      // The resume may have committed (the mark and the record ours under a lease we never learnt):
+      // look again (runEffect).
+      if (isDatabaseUnavailable(err)) return { kind: 'unacknowledged' } as const;
+      throw err;
+    });
+    if (resumption.kind === 'unacknowledged') return 'unacknowledged';
     if (resumption.kind === 'limited') return deps.engine.limited('in-flight');
     if (resumption.kind === 'final') return replayed(resumption.reply);
     if (resumption.kind === 'in_flight') return deps.engine.inFlight(req, resourceId);

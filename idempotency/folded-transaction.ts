@@ -63,28 +63,36 @@ export type FoldedEnding<T> = Ending<T> | { commitWith: string; value: T };
 /**
  * core/database.ts `inTransaction` for a folded transaction: the work's first statement must start
  * with BEGIN; it ends by its result, and `commitWith` sends its last statements and COMMIT as one
- * round trip. A thrown error, or a failed final round trip (which may have committed: the caller's
- * record says what happened), rolls back.
+ * round trip. A thrown error, or a failed final round trip, rolls back. A final round trip (the one
+ * with COMMIT) that failed may have committed all the same (its answer lost with the connection):
+ * `unacknowledged`, when given, is asked what to return instead of its error (undefined: the error).
  */
 export async function inFoldedTransaction<T>(
   sequelize: Sequelize,
   work: (t: FoldedTransaction) => Promise<FoldedEnding<T>>,
+  unacknowledged?: (value: T, err: unknown) => T | undefined,
 ): Promise<T> {
   const t = await FoldedTransaction.open(sequelize);
+  let ending: FoldedEnding<T>;
   try {
-    const ending = await work(t);
+    ending = await work(t);
     if ('rollback' in ending) {
       await t.rollback();
       return ending.rollback;
     }
-    if ('commitWith' in ending) {
-      await t.commitWith(ending.commitWith);
-      return ending.value;
-    }
-    await t.commit();
-    return ending.commit;
   } catch (err) {
     await t.rollback().catch(() => {});
     throw err;
+  }
+  const value = 'commitWith' in ending ? ending.value : ending.commit;
+  try {
+    if ('commitWith' in ending) await t.commitWith(ending.commitWith);
+    else await t.commit();
+    return value;
+  } catch (err) {
+    await t.rollback().catch(() => {});
+    const instead = unacknowledged?.(value, err);
+    if (instead === undefined) throw err;
+    return instead;
   }
 }

@@ -2,9 +2,12 @@
  * A loopback TCP relay that records what a PostgreSQL client sends (PostgreSQL's frontend protocol,
  * version 3, without TLS): every simple Query with its text, every Parse with its statement name and
  * text, each tagged with the connection's transaction status when it was sent (from the server's last
- * ReadyForQuery: I idle, T in a transaction, E failed transaction). It changes nothing on the wire.
+ * ReadyForQuery: I idle, T in a transaction, E failed transaction). It changes nothing on the wire
+ * unless told to cut a round trip's answer or to make the server unreachable.
  * test/ha/pooler-safety.test.ts puts it between a service instance and PgBouncer to show what the
- * service's statements leave on a connection that a pooler hands to the next client.
+ * service's statements leave on a connection that a pooler hands to the next client;
+ * test/payments/commit-unacknowledged.test.ts between an instance and PostgreSQL, to lose the answer
+ * of a COMMIT that the server carried out.
  */
 import net from 'node:net';
 
@@ -23,7 +26,24 @@ export interface WireRecorder {
   messages: WireMessage[];
   /** Connections that ended, in the order they did, with their transaction status at that moment. */
   closed: Array<{ connection: number; status: WireMessage['status'] }>;
+  /**
+   * The next simple Query that matches `match` (on a connection whose current transaction sent a
+   * message matching `after`, when given) reaches the server and runs to its end (its ReadyForQuery),
+   * but none of its answer reaches the client: the connection is cut then, as when the network fails
+   * between a COMMIT and its acknowledgement. With `thenUnreachable`, every other connection is cut at
+   * the same moment and new ones are refused until `reachable()`. Resolves with the query once cut.
+   */
+  cutAnswerOf(match: RegExp, opts?: { after?: RegExp; thenUnreachable?: boolean }): Promise<WireMessage>;
+  /** Takes connections again after a cut with `thenUnreachable`. */
+  reachable(): void;
   close(): Promise<void>;
+}
+
+interface Cut {
+  match: RegExp;
+  after?: RegExp;
+  thenUnreachable: boolean;
+  done: (m: WireMessage) => void;
 }
 
 const SSL_REQUEST = 80877103;
@@ -34,11 +54,21 @@ export async function startWireRecorder(target: { host: string; port: number }):
   const closed: WireRecorder['closed'] = [];
   const sockets = new Set<net.Socket>();
   let connections = 0;
+  let armed: Cut | undefined;
+  let refusing = false;
   const server = net.createServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
     const id = ++connections;
     const upstream = net.connect(target.port, target.host);
     sockets.add(client);
     sockets.add(upstream);
+    // This connection's transaction sent a message matching the armed cut's `after`.
+    let primed = false;
+    // The round trip whose answer is withheld, and what to do once the server has finished it.
+    let cutting: { cut: Cut; message: WireMessage } | undefined;
     function closeBoth() {
       if (!closed.some((c) => c.connection === id)) closed.push({ connection: id, status });
       client.destroy();
@@ -74,23 +104,52 @@ export async function startWireRecorder(target: { host: string; port: number }):
         const len = fromClient.readInt32BE(1);
         if (fromClient.length < 1 + len) return;
         const body = fromClient.subarray(5, 1 + len);
-        if (type === 'Q')
-          messages.push({ connection: id, kind: 'query', name: '', text: cstring(body, 0)[0], status });
+        if (type === 'Q') {
+          const message: WireMessage = {
+            connection: id,
+            kind: 'query',
+            name: '',
+            text: cstring(body, 0)[0],
+            status,
+          };
+          messages.push(message);
+          if (armed?.after?.test(message.text)) primed = true;
+          if (armed?.match.test(message.text) && (!armed.after || primed)) {
+            cutting = { cut: armed, message };
+            armed = undefined;
+          }
+        }
         if (type === 'P') {
           const [name, next] = cstring(body, 0);
-          messages.push({ connection: id, kind: 'parse', name, text: cstring(body, next)[0], status });
+          const text = cstring(body, next)[0];
+          messages.push({ connection: id, kind: 'parse', name, text, status });
+          if (armed?.after?.test(text)) primed = true;
         }
         fromClient = fromClient.subarray(1 + len);
       }
     });
     upstream.on('data', (chunk: Buffer) => {
-      client.write(chunk);
+      // The client sends its next query only after the last one's ReadyForQuery: all that comes back
+      // while cutting is the cut round trip's answer.
+      if (!cutting) client.write(chunk);
       fromServer = Buffer.concat([fromServer, chunk]);
       while (fromServer.length >= 5) {
         const len = fromServer.readInt32BE(1);
         if (fromServer.length < 1 + len) break;
-        if (fromServer[0] === 0x5a /* Z: ReadyForQuery */)
+        if (fromServer[0] === 0x5a /* Z: ReadyForQuery */) {
           status = String.fromCharCode(fromServer[5]) as WireMessage['status'];
+          if (status === 'I') primed = false;
+          if (cutting) {
+            const { cut, message } = cutting;
+            if (cut.thenUnreachable) {
+              refusing = true;
+              for (const s of sockets) s.destroy();
+            }
+            closeBoth();
+            cut.done(message);
+            return;
+          }
+        }
         fromServer = fromServer.subarray(1 + len);
       }
     });
@@ -105,6 +164,13 @@ export async function startWireRecorder(target: { host: string; port: number }):
     port,
     messages,
     closed,
+    cutAnswerOf: (match, opts = {}) =>
+      new Promise<WireMessage>((done) => {
+        armed = { match, after: opts.after, thenUnreachable: opts.thenUnreachable ?? false, done };
+      }),
+    reachable: () => {
+      refusing = false;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
