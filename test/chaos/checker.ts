@@ -51,7 +51,7 @@ export const INVARIANTS = {
   'one-event-per-change':
     'every committed change has exactly one event: each order one order.created, each PAID order one order.paid (others none), each SUCCEEDED/FAILED payment, refund and export one <resource>.<status> (PROCESSING none), no event of a resource that does not exist',
   'no-outcome-after-503':
-    "a payment or refund reaches its outcome (the transaction of its final event) only while a request for it is in flight, or after one whose answer left it open: 202, no answer, or 503 'Database unavailable' (a lost connection: its COMMIT may have committed); never after 503s alone, which tell a client nothing was done (a refund closed FAILED 'KEY_EXPIRED' by the recoverer performs nothing and is not judged)",
+    "a payment or refund reaches its outcome (the transaction of its final event) only while a request for it is in flight, or after one whose answer left it open (202 or no answer); never after 503s alone, which tell a client nothing was done, 'Database unavailable' included (a refund closed FAILED 'KEY_EXPIRED' by the recoverer performs nothing and is not judged)",
 } as const;
 
 export type InvariantName = keyof typeof INVARIANTS;
@@ -397,10 +397,9 @@ export function check(history: HistoryEvent[], final: FinalState, limits: Limits
   // time is its final event's (written by Tx 2); a request could have caused it when it was in
   // flight then, or had an answer before it that left the outcome open.
   const OUTCOME_SLACK_MS = 50;
-  const leftOpen = (a: Answer) =>
-    a.kind === 'processing' ||
-    a.kind === 'lost' ||
-    (a.kind === 'error' && a.httpStatus === 503 && a.message.startsWith('Database unavailable'));
+  // A 503 leaves nothing open, not even "Database unavailable": a request whose COMMIT may have
+  // committed looks again, and answers 202 when it cannot (idempotency/effect-run.ts).
+  const leftOpen = (a: Answer) => a.kind === 'processing' || a.kind === 'lost';
   const outcomeCaused = (at: number, requests: HistoryEvent[]) =>
     requests.some(
       (r) =>
