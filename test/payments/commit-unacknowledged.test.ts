@@ -8,9 +8,16 @@ import { expect } from 'chai';
 import { QueryTypes } from 'sequelize';
 import { startWireRecorder, type WireRecorder } from '../ha/wire-recorder.js';
 import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
+import type { HttpResult } from '../support/http.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
 import { createOrder } from '../support/orders.js';
-import { pay, payUntilFinal, shortLeaseEnv } from '../support/payment-calls.js';
+import {
+  type PaymentRequest,
+  pay,
+  payNotCharged,
+  payUntilFinal,
+  shortLeaseEnv,
+} from '../support/payment-calls.js';
 import { assertPaymentInvariants } from '../support/payment-invariants.js';
 import { type Instance, startInstance } from '../support/processes.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
@@ -71,17 +78,35 @@ describe('payments: a COMMIT carried out whose answer was lost with the connecti
     (await slot.ledger()).charges.filter((c) => c.paymentNo === paymentNo);
 
   /** A payment answered 503 because the gateway failed with 5xx: nothing charged, resumable. */
-  async function notCharged(auth: Record<string, string>, body: object) {
-    await slot.client.setFaults({ errorRate: 1 });
-    const key = idempotencyKey();
-    const res = await pay(instance.url, auth, key, body as never);
-    expect(res.status, res.text).to.equal(503);
-    await slot.client.setFaults({});
-    return key;
+  const notCharged = (auth: Record<string, string>, body: PaymentRequest) =>
+    payNotCharged(instance.url, slot.client, auth, body);
+
+  /** A payment sent while a cut is armed: its answer, once the relay has cut. */
+  async function payAcross(
+    cut: Promise<unknown>,
+    auth: Record<string, string>,
+    key: string,
+    body: PaymentRequest,
+  ) {
+    const res = await pay(instance.url, auth, key, body);
+    await cut;
+    return res;
   }
 
-  async function endsSucceededOnce(tenant: string, auth: Record<string, string>, key: string, body: object) {
-    const { final } = await payUntilFinal(instance.url, auth, key, body as never);
+  /** Answered as a first execution that charged: 201 SUCCEEDED. */
+  function charged(res: HttpResult) {
+    expect(res.status, res.text).to.equal(201);
+    expect(res.body.data.status).to.equal('SUCCEEDED');
+    expect(res.headers.get('idempotent-replayed')).to.equal(null);
+  }
+
+  async function endsSucceededOnce(
+    tenant: string,
+    auth: Record<string, string>,
+    key: string,
+    body: PaymentRequest,
+  ) {
+    const { final } = await payUntilFinal(instance.url, auth, key, body);
     expect(final.status, final.text).to.equal(201);
     expect(final.body.data.status).to.equal('SUCCEEDED');
     const payment = await paymentOf(tenant);
@@ -92,21 +117,15 @@ describe('payments: a COMMIT carried out whose answer was lost with the connecti
 
   it("when Tx 1's COMMIT is carried out and its answer lost, then the request finds its own record and charges: 201 SUCCEEDED, one charge", async () => {
     const { tenant, auth, body } = await setup('unack1');
-    const cut = relay.cutAnswerOf(TX1_COMMIT);
     const key = idempotencyKey();
-    const res = await pay(instance.url, auth, key, body);
-    await cut;
-    expect(res.status, res.text).to.equal(201);
-    expect(res.body.data.status).to.equal('SUCCEEDED');
+    charged(await payAcross(relay.cutAnswerOf(TX1_COMMIT), auth, key, body));
     await endsSucceededOnce(tenant, auth, key, body);
   });
 
   it("when Tx 1's COMMIT answer is lost and the database stays unreachable, then 202 with Retry-After (never 503); once it is back, the same key gets the payment, charged once", async () => {
     const { tenant, auth, body } = await setup('unack2');
-    const cut = relay.cutAnswerOf(TX1_COMMIT, { thenUnreachable: true });
     const key = idempotencyKey();
-    const res = await pay(instance.url, auth, key, body);
-    await cut;
+    const res = await payAcross(relay.cutAnswerOf(TX1_COMMIT, { thenUnreachable: true }), auth, key, body);
     expect(res.status, res.text).to.equal(202);
     expect(res.headers.get('retry-after')).to.match(/^\d+$/);
     relay.reachable();
@@ -116,9 +135,7 @@ describe('payments: a COMMIT carried out whose answer was lost with the connecti
   it("when a retry with the same key resumes a payment answered 503 and its resume's COMMIT answer is lost, then 202 (never 503), and the payment ends SUCCEEDED with one charge", async () => {
     const { tenant, auth, body } = await setup('unack3');
     const key = await notCharged(auth, body);
-    const cut = relay.cutAnswerOf(COMMIT, { after: TOOK_RESUMABLE_MARK });
-    const res = await pay(instance.url, auth, key, body);
-    await cut;
+    const res = await payAcross(relay.cutAnswerOf(COMMIT, { after: TOOK_RESUMABLE_MARK }), auth, key, body);
     expect(res.status, res.text).to.equal(202);
     await endsSucceededOnce(tenant, auth, key, body);
   });
@@ -126,12 +143,8 @@ describe('payments: a COMMIT carried out whose answer was lost with the connecti
   it("when a new key resumes a payment answered 503 and its Tx 1's COMMIT answer is lost, then it finds the resume its own and charges: 201 SUCCEEDED, one charge", async () => {
     const { tenant, auth, body } = await setup('unack4');
     await notCharged(auth, body);
-    const cut = relay.cutAnswerOf(COMMIT, { after: TOOK_RESUMABLE_MARK });
     const key = idempotencyKey();
-    const res = await pay(instance.url, auth, key, body);
-    await cut;
-    expect(res.status, res.text).to.equal(201);
-    expect(res.body.data.status).to.equal('SUCCEEDED');
+    charged(await payAcross(relay.cutAnswerOf(COMMIT, { after: TOOK_RESUMABLE_MARK }), auth, key, body));
     await endsSucceededOnce(tenant, auth, key, body);
   });
 });

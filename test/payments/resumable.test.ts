@@ -12,7 +12,13 @@ import { type GatewaySlot, startGatewaySlot } from '../support/gateway-slot.js';
 import { http as request } from '../support/http.js';
 import { createIsolatedDatabase, type IsolatedDatabase } from '../support/isolated-database.js';
 import { createOrder } from '../support/orders.js';
-import { pay, payUntilFinal, shortLeaseEnv } from '../support/payment-calls.js';
+import {
+  type PaymentRequest,
+  pay,
+  payNotCharged,
+  payUntilFinal,
+  shortLeaseEnv,
+} from '../support/payment-calls.js';
 import { assertPaymentInvariants } from '../support/payment-invariants.js';
 import { type Instance, startInstance } from '../support/processes.js';
 import { reconcileCli } from '../support/reconcile-cli.js';
@@ -60,14 +66,8 @@ describe('payments: resumable after "not charged" (CONTRACT section 3), owned by
   }
 
   /** A payment answered 503 because the gateway failed with 5xx: nothing charged, resumable. */
-  async function notCharged(auth: Record<string, string>, body: object) {
-    await slot.client.setFaults({ errorRate: 1 });
-    const key = idempotencyKey();
-    const res = await pay(base, auth, key, body as never);
-    expect(res.status, res.text).to.equal(503);
-    await slot.client.setFaults({});
-    return key;
-  }
+  const notCharged = (auth: Record<string, string>, body: PaymentRequest) =>
+    payNotCharged(base, slot.client, auth, body);
 
   async function paymentOf(tenant: string) {
     const [row] = await db.sequelize.query<{

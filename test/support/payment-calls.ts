@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { GatewayClient } from '../../gateway/types.js';
 import { type HttpResult, http } from './http.js';
+import { idempotencyKey } from './tokens.js';
 import { trpcClient } from './trpc-client.js';
 
 export interface PaymentRequest {
@@ -17,6 +19,25 @@ export function pay(
   path = '/api/v1/payments',
 ): Promise<HttpResult> {
   return http('POST', path, { baseUrl, headers: { ...auth, 'Idempotency-Key': key }, body });
+}
+
+/**
+ * A payment answered 503 because the gateway (`gateway`, the simulator behind the instance) failed
+ * with 5xx: nothing charged, the payment resumable (CONTRACT section 3). Its key; throws on any other
+ * answer.
+ */
+export async function payNotCharged(
+  baseUrl: string,
+  gateway: Pick<GatewayClient, 'setFaults'>,
+  auth: Record<string, string>,
+  body: PaymentRequest,
+): Promise<string> {
+  await gateway.setFaults({ errorRate: 1 });
+  const key = idempotencyKey();
+  const res = await pay(baseUrl, auth, key, body);
+  await gateway.setFaults({});
+  if (res.status !== 503) throw new Error(`a payment while the gateway fails: ${res.status} ${res.text}`);
+  return key;
 }
 
 /** An HTTP answer, or status 0 when the connection failed (a killed instance). */
