@@ -20,6 +20,7 @@ import {
 } from '../support/payment-calls.js';
 import { assertPaymentInvariants } from '../support/payment-invariants.js';
 import { type Instance, startInstance } from '../support/processes.js';
+import { assertRefundInvariants, paidPayment, refund } from '../support/refunds.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 
 /** Tx 1's last round trip: the payment's INSERT, the record's link, COMMIT. */
@@ -28,7 +29,7 @@ const TX1_COMMIT = /^\s*INSERT INTO payments[\s\S]*\bCOMMIT;\s*$/;
 const COMMIT = /^\s*COMMIT;?\s*$/;
 const TOOK_RESUMABLE_MARK = /UPDATE payments SET resumable_since = NULL/;
 
-describe('payments: a COMMIT carried out whose answer was lost with the connection', function () {
+describe('payments and refunds: a COMMIT carried out whose answer was lost with the connection', function () {
   this.timeout(60000);
   let db: IsolatedDatabase;
   let slot: GatewaySlot;
@@ -146,5 +147,19 @@ describe('payments: a COMMIT carried out whose answer was lost with the connecti
     const key = idempotencyKey();
     charged(await payAcross(relay.cutAnswerOf(COMMIT, { after: TOOK_RESUMABLE_MARK }), auth, key, body));
     await endsSucceededOnce(tenant, auth, key, body);
+  });
+
+  it("when a refund's Tx 1 COMMIT is carried out and its answer lost, then it finds its own record and refunds: 201 SUCCEEDED, refunded once (the mechanism is the effects', refunds alike)", async () => {
+    const tenant = uniqueTenant('unack5');
+    const auth = bearer(tenant, '830000001');
+    const paid = await paidPayment(instance.url, auth, '40.00');
+    const cut = relay.cutAnswerOf(/^\s*INSERT INTO refunds[\s\S]*\bCOMMIT;\s*$/);
+    const res = await refund(instance.url, auth, paid.id, idempotencyKey(), { amount: '15.00' });
+    await cut;
+    expect(res.status, res.text).to.equal(201);
+    expect(res.body.data).to.include({ status: 'SUCCEEDED', amount: '15.00' });
+    const made = (await slot.ledger()).refunds.filter((r) => r.refundNo === res.body.data.refundNo);
+    expect(made.map((r) => r.status)).to.deep.equal(['SUCCEEDED']);
+    await assertRefundInvariants(db.sequelize, () => slot.ledger(), tenant, { settled: true });
   });
 });
