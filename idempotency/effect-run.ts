@@ -47,22 +47,11 @@ export async function runEffect<D extends EffectDeps, In, Row extends EffectRow,
       throw err;
     }
     switch (claim.kind) {
-      case 'claimed': {
-        const { lease, row } = claim;
-        return underLease(run, lease, row.id, async () => {
-          await stepBoundary(effect, 'tx1.after-commit');
-          const settlement = await settleEffect(effect, deps, lease, row, 'perform');
-          return answer(run, 'executed', lease, row, settlement);
-        });
-      }
-      case 'resumed': {
+      case 'claimed':
+        return execute(run, claim.lease, claim.row, 'perform');
+      case 'resumed':
         // Answered as a first execution would be (CONTRACT section 3); the downstream is asked first.
-        const { lease, row } = claim;
-        return underLease(run, lease, row.id, async () => {
-          const settlement = await settleEffect(effect, deps, lease, row, 'resume');
-          return answer(run, 'executed', lease, row, settlement);
-        });
-      }
+        return execute(run, claim.lease, claim.row, 'resume');
       case 'refused':
         return { kind: 'failed_final', error: claim.error };
       case 'existing':
@@ -80,17 +69,8 @@ export async function runEffect<D extends EffectDeps, In, Row extends EffectRow,
         break;
       case 'found': {
         const { record } = claim;
-        if (ours && isOurs(ours.lease, record) && record.resourceId) {
-          // Tx 1 did commit: the attempt is ours, under the lease it took, and nothing was sent yet.
-          const { lease, first } = ours;
-          const id = record.resourceId;
-          return underLease(run, lease, id, async () => {
-            if (first === 'perform') await stepBoundary(effect, 'tx1.after-commit');
-            const row = await rowOfRecord(effect, id);
-            const settlement = await settleEffect(effect, deps, lease, row, first);
-            return answer(run, 'executed', lease, row, settlement);
-          });
-        }
+        // Tx 1 did commit: the attempt is ours, under the lease it took, and nothing was sent yet.
+        if (ours && isOurs(ours.lease, record)) return execute(run, ours.lease, ours.row, ours.first);
         const continued = await continueAttempt(run, record);
         if (continued === 'unacknowledged') open = true;
         else if (continued) return continued;
@@ -101,6 +81,21 @@ export async function runEffect<D extends EffectDeps, In, Row extends EffectRow,
     }
   }
   return deps.engine.inFlight(req, null);
+}
+
+/** Tx 1 committed our attempt under `lease`: perform (or, resumed, ask first), then answer. */
+function execute<D extends EffectDeps, In, Row extends EffectRow, R>(
+  run: Run<D, In, Row, R>,
+  lease: Lease,
+  row: Row,
+  first: 'perform' | 'resume',
+): Promise<Outcome> {
+  const { effect, deps } = run;
+  return underLease(run, lease, row.id, async () => {
+    if (first === 'perform') await stepBoundary(effect, 'tx1.after-commit');
+    const settlement = await settleEffect(effect, deps, lease, row, first);
+    return answer(run, 'executed', lease, row, settlement);
+  });
 }
 
 /** The record is still PROCESSING under the lease we took, and the lease still runs. */
