@@ -1,5 +1,5 @@
 import { UniqueConstraintError } from 'sequelize';
-import { Conflict } from './errors.js';
+import { Conflict, DomainError } from './errors.js';
 
 type Chain = { name?: unknown; code?: unknown; cause?: unknown; parent?: unknown; message?: unknown };
 
@@ -64,6 +64,18 @@ export function isDatabaseBusy(err: unknown): boolean {
     if (e.code === PG_LOCK_NOT_AVAILABLE || e.code === PG_DEADLOCK || e.code === PG_SERIALIZATION)
       return true;
   return false;
+}
+
+/**
+ * The set of errors answered 503 (CONTRACT section 6): a domain refusal of kind `unavailable` (a
+ * `throw` failpoint stands for one), or, for any error that is not a domain error, the database
+ * unavailable or busy past the wait bound. routers/error-answer.ts words each answer; code below
+ * routers/ that must know the answer before it is given (idempotency/effect-run.ts turns it into a
+ * 202 under a lease) asks this. test/unit/db-errors.test.ts holds the two to one set.
+ */
+export function answersUnavailable(err: unknown): boolean {
+  if (err instanceof DomainError) return err.kind === 'unavailable';
+  return isDatabaseUnavailable(err) || isDatabaseBusy(err);
 }
 
 /**

@@ -1,5 +1,5 @@
-import { isDatabaseBusy, isDatabaseUnavailable } from '../core/db-errors.js';
-import { DomainError, ServiceUnavailable } from '../core/errors.js';
+import { answersUnavailable, isDatabaseUnavailable } from '../core/db-errors.js';
+import { ServiceUnavailable } from '../core/errors.js';
 import type { Effect, EffectDeps, EffectRow, Gate } from './effect.js';
 import { stepBoundary } from './effect.js';
 import { type Claim, claimEffect, type FailureReply } from './effect-claim.js';
@@ -157,18 +157,6 @@ async function continueAttempt<D extends EffectDeps, In, Row extends EffectRow, 
     const settlement = await settleEffect(effect, deps, held, row, first);
     return answer(run, 'lease_takeover', held, row, settlement);
   });
-}
-
-/**
- * Would be answered 503 (CONTRACT section 6): the database unavailable or busy past the wait bound,
- * or another transient refusal (a `throw` failpoint stands for one).
- */
-function answersUnavailable(err: unknown): boolean {
-  return (
-    isDatabaseUnavailable(err) ||
-    isDatabaseBusy(err) ||
-    (err instanceof DomainError && err.kind === 'unavailable')
-  );
 }
 
 /**

@@ -1,11 +1,13 @@
 import { expect } from 'chai';
 import { ConnectionError, ConnectionRefusedError, DatabaseError, UniqueConstraintError } from 'sequelize';
 import {
+  answersUnavailable,
   isDatabaseBusy,
   isDatabaseUnavailable,
   rethrowUnique,
   uniqueViolation,
 } from '../../core/db-errors.js';
+import { Conflict, ServiceUnavailable, ValidationError } from '../../core/errors.js';
 import { errorAnswer } from '../../routers/error-answer.js';
 
 /** A driver error as pg raises it (message + SQLSTATE), optionally wrapped the way Sequelize wraps it. */
@@ -87,6 +89,33 @@ describe('database errors during a failover: classified, and answered 503 with R
     expect(isDatabaseUnavailable(err)).to.equal(false);
     expect(isDatabaseBusy(err)).to.equal(false);
     expect(errorAnswer(err).status).to.equal(500);
+  });
+});
+
+describe('answersUnavailable: the 503 set code below routers/ asks before an answer is given', () => {
+  // idempotency/effect-run.ts answers 202 under a lease for exactly the errors that would otherwise be
+  // answered 503; routers/error-answer.ts words those answers. Both must mean one set.
+  const others: Array<[string, unknown]> = [
+    ['a ServiceUnavailable (a `throw` failpoint)', new ServiceUnavailable('Injected failure', 1)],
+    ['a syntax error', wrapped(pgError('syntax error at or near "SELEC"', '42601'))],
+    ['a 409 conflict', new Conflict('state_conflict', 'status: not PENDING')],
+    ['a validation error', new ValidationError('amount', 'must be positive')],
+    ['a plain Error', new Error('boom')],
+    [
+      'a 409 whose cause is a dropped connection (the domain error decides)',
+      Object.assign(new Conflict('unique_taken', 'username: already taken'), {
+        cause: pgError('Connection terminated unexpectedly'),
+      }),
+    ],
+  ];
+  for (const [name, err] of [...FAILOVER_ERRORS, ...others]) {
+    it(`when the error is ${name}, then answersUnavailable agrees with the answer's status`, () => {
+      expect(answersUnavailable(err)).to.equal(errorAnswer(err).status === 503);
+    });
+  }
+  it('when the errors are all of the list, then both kinds of answer occur (the agreement is not vacuous)', () => {
+    const all = [...FAILOVER_ERRORS.map(([, e]) => e), ...others.map(([, e]) => e)];
+    expect(all.filter(answersUnavailable)).to.have.length(FAILOVER_ERRORS.length + 1);
   });
 });
 
