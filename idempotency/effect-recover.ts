@@ -44,20 +44,6 @@ export async function sweepExpired(
   return taken;
 }
 
-/**
- * One round of the recoverer over every registered effect. `deps` serves them all (each effect's
- * steps read what they need of it: payments and refunds the gateway). Returns how many it took over.
- */
-export async function sweepRegistered(
-  deps: EffectDeps,
-  batch = 20,
-  onError: (scopeKey: string, err: unknown) => void = () => {},
-): Promise<number> {
-  let taken = 0;
-  for (const effect of registeredEffects()) taken += await sweepExpired(effect, deps, batch, onError);
-  return taken;
-}
-
 interface OpenRecord {
   scopeKey: string;
   ownerToken: string | null;
