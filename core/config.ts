@@ -9,6 +9,8 @@ const DEV_RESPONSE_KEY = Buffer.alloc(32, 7).toString('base64');
 
 /** The purge's pacing by default (the benchmark's purge scenario uses it too). */
 export const DEFAULT_PURGE_BUSY_PERCENT = 25;
+/** An export's pacing by default (docs/DECISIONS.md "Exports"). */
+export const DEFAULT_EXPORT_BUSY_PERCENT = 50;
 
 /**
  * A number from the environment as written in `pattern` (a JSON number is taken as is): JavaScript's
@@ -113,6 +115,8 @@ const schema = z.object({
   // finished export's file is kept (hours; a fraction is allowed, e.g. for tests).
   EXPORT_MAX_ROWS: int(1000000, 1, 100000000),
   EXPORT_TTL_HOURS: hours(24, 24 * 365),
+  // The share of wall time an export's worker spends on its parts (100: back to back), as the purge's.
+  EXPORT_BUSY_PERCENT: int(DEFAULT_EXPORT_BUSY_PERCENT, 1, 100),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Test-only fault injection (core/failpoints.ts); refused with NODE_ENV=production.
   FAILPOINTS: z.string().optional(),

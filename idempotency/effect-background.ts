@@ -11,12 +11,21 @@
 import type { Sequelize, Transaction } from 'sequelize';
 import { type FailpointName, failpoint } from '../core/failpoints.js';
 import { sqlRows } from '../core/sql.js';
+import { pauseAfterBatch, timerWait, type Wait } from './pacing.js';
 import { fencedUpdate, type RowLease, releaseRowLease, takeRowLease } from './row-lease.js';
 
 export interface BackgroundDeps {
   sequelize: Sequelize;
   /** The worker's lease: renewed with every part it writes. */
   leaseMs: number;
+  /**
+   * The share of wall time, in percent, a worker spends on its parts (EXPORT_BUSY_PERCENT): after a
+   * part that took `t` ms it pauses `t × (100 − busyPercent) / busyPercent` ms, so that on a small
+   * machine a long export does not take a core from the requests. Absent or 100: back to back.
+   */
+  busyPercent?: number;
+  /** How a pause is waited (a timer; tests pass their own). Resolves early when the run is stopped. */
+  wait?: Wait;
 }
 
 /**
@@ -147,12 +156,14 @@ export async function runBackground<D extends BackgroundDeps, Row extends Backgr
     const refused = await effect.refusal?.(deps, row);
     if (refused) return (await finish(effect, deps, lease, refused)) ? 'failed' : 'fenced';
   }
+  const { busyPercent = 100, wait = timerWait } = deps;
   for (;;) {
     if (signal?.aborted) {
       // A graceful stop: the lease is given up at once, so another instance continues without waiting.
       await releaseRowLease(deps.sequelize, lease);
       return 'stopped';
     }
+    const started = performance.now();
     const part = await effect.nextPart(deps, row);
     if (!part) break;
     if (!(await writePart(deps, lease, row, part))) return 'fenced';
@@ -160,6 +171,10 @@ export async function runBackground<D extends BackgroundDeps, Row extends Backgr
     const step = effect.failpoints['part.after'];
     if (step) await failpoint(step);
     if (part.last) break;
+    // Paced (busyPercent). The lease was renewed with this part; a pause never takes more than a
+    // quarter of it, so the worker always writes its next part well before a takeover could start.
+    const pause = Math.min(pauseAfterBatch(performance.now() - started, busyPercent), deps.leaseMs / 4);
+    if (pause > 0) await wait(pause, signal);
   }
   return (await finish(effect, deps, lease)) ? 'succeeded' : 'fenced';
 }

@@ -1,7 +1,7 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Sequelize } from 'sequelize';
 import { failpoint } from '../core/failpoints.js';
 import { deleteRecords } from './caps.js';
+import { pauseAfterBatch, timerWait, type Wait } from './pacing.js';
 import { deleteExpiredTombstones } from './tombstones.js';
 
 export interface PurgeOptions {
@@ -21,16 +21,7 @@ export interface PurgeOptions {
   /** Told each batch's count as it commits (a paced run over a backlog lasts minutes: metrics move as it goes). */
   onBatch?: (deleted: number) => void;
   /** How a pause is waited (a timer; tests pass their own). Resolves early when `signal` aborts. */
-  wait?: (ms: number, signal?: AbortSignal) => Promise<void>;
-}
-
-const timerWait = (ms: number, signal?: AbortSignal) =>
-  sleep(ms, undefined, { signal }).catch(() => undefined);
-
-/** The pause after a batch that took `busyMs`, so that deleting takes `busyPercent` of wall time. */
-export function pauseAfterBatch(busyMs: number, busyPercent: number): number {
-  if (!(busyPercent > 0 && busyPercent <= 100)) throw new RangeError('busyPercent must be in (0, 100]');
-  return (busyMs * (100 - busyPercent)) / busyPercent;
+  wait?: Wait;
 }
 
 /**

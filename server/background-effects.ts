@@ -33,6 +33,7 @@ export const backgroundDeps = (config: Config, sequelize: Sequelize): ExportWork
   leaseMs: config.IDEMPOTENCY_LEASE_MS,
   maxRows: config.EXPORT_MAX_ROWS,
   ttlHours: config.EXPORT_TTL_HOURS,
+  busyPercent: config.EXPORT_BUSY_PERCENT,
 });
 
 /**

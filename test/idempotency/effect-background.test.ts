@@ -134,6 +134,59 @@ describe('background effects: the mechanism on a test-only definition (copy numb
     expect(await sink(id)).to.deep.equal({ n: 60, distinct: 60, max: 60 });
   });
 
+  it('when paced (busyPercent), then it pauses after each part but the last, each pause a share of the part and at most a quarter of the lease; at 100 it never pauses', async () => {
+    const id = await newTask(45);
+    const pauses: number[] = [];
+    const paced = deps({
+      busyPercent: 10,
+      wait: async (ms) => void pauses.push(ms),
+      // Each part takes 10 ms or more: at 10% that asks for nine times as long (45 ms leaves a timer
+      // that fires a little early room), capped at a quarter of the 5000 ms lease.
+      onPart: () => new Promise((resolve) => setTimeout(resolve, 10)),
+    });
+    expect(await runBackground(copy, paced, id)).to.equal('succeeded');
+    expect(await sink(id)).to.deep.equal({ n: 45, distinct: 45, max: 45 });
+    // Parts of 10: five, the fifth the last (nothing is left after it), so four pauses.
+    expect(pauses).to.have.length(4);
+    for (const ms of pauses) expect(ms).to.be.at.least(45).and.at.most(1250);
+    const unpaced: number[] = [];
+    const full = deps({ busyPercent: 100, wait: async (ms) => void unpaced.push(ms) });
+    expect(await runBackground(copy, full, await newTask(45))).to.equal('succeeded');
+    expect(unpaced).to.deep.equal([]);
+  });
+
+  it('when a part takes longer than the lease allows for a pause, then the pause is a quarter of the lease', async () => {
+    const id = await newTask(20);
+    const pauses: number[] = [];
+    const slowParts = deps({
+      leaseMs: 200,
+      busyPercent: 1,
+      wait: async (ms) => void pauses.push(ms),
+      onPart: () => new Promise((resolve) => setTimeout(resolve, 5)),
+    });
+    expect(await runBackground(copy, slowParts, id)).to.equal('succeeded');
+    expect(pauses).to.deep.equal([50]);
+  });
+
+  it('when it is stopped during a pause, then it gives the lease up before another part and the next worker finishes it', async () => {
+    const id = await newTask(40);
+    const stop = new AbortController();
+    let parts = 0;
+    const pausing = deps({
+      busyPercent: 50,
+      onPart: async () => void parts++,
+      wait: async () => stop.abort(),
+    });
+    expect(await runBackground(copy, pausing, id, stop.signal)).to.equal('stopped');
+    // One part written, then the pause that the stop ended: the second part was never read.
+    expect(parts).to.equal(1);
+    expect((await sink(id)).n).to.equal(10);
+    // Given up at once: the next worker takes the row without waiting for the lease to run out.
+    expect(await task(id)).to.deep.include({ status: 'PROCESSING' });
+    expect(await runBackground(copy, deps(), id)).to.equal('succeeded');
+    expect(await sink(id)).to.deep.equal({ n: 40, distinct: 40, max: 40 });
+  });
+
   it('when its worker is stopped (aborted), then it gives the lease up at once and the next worker finishes it', async () => {
     const id = await newTask(40);
     const stop = new AbortController();

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { scopeKey, userScope } from '../../idempotency/key.js';
-import { pauseAfterBatch, purgeExpired } from '../../idempotency/purge-expired.js';
+import { pauseAfterBatch } from '../../idempotency/pacing.js';
+import { purgeExpired } from '../../idempotency/purge-expired.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
 import { createOrderVia, expectFailure, orderScope, ordersOf, recordsOf, sql } from './support.js';

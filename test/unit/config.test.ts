@@ -111,6 +111,14 @@ describe('configuration (CONTRACT section 8)', () => {
     expect(loadConfig({ PURGE_BUSY_PERCENT: '100' }).PURGE_BUSY_PERCENT).to.equal(100);
   });
 
+  it('when EXPORT_BUSY_PERCENT is outside 1–100, then start is refused naming it; unset, an export is paced at 50%', () => {
+    expect(refusal({ EXPORT_BUSY_PERCENT: '0' })).to.include('EXPORT_BUSY_PERCENT:');
+    expect(refusal({ EXPORT_BUSY_PERCENT: '101' })).to.include('EXPORT_BUSY_PERCENT:');
+    expect(refusal({ EXPORT_BUSY_PERCENT: '50%' })).to.include('EXPORT_BUSY_PERCENT:');
+    expect(loadConfig({}).EXPORT_BUSY_PERCENT).to.equal(50);
+    expect(loadConfig({ EXPORT_BUSY_PERCENT: '100' }).EXPORT_BUSY_PERCENT).to.equal(100);
+  });
+
   it('when IDEMPOTENCY_TOMBSTONE_DAYS is not an integer in 1–3650, then start is refused naming it; unset, 30', () => {
     for (const bad of ['0', '3651', '1.5', 'month']) {
       expect(refusal({ IDEMPOTENCY_TOMBSTONE_DAYS: bad })).to.include('IDEMPOTENCY_TOMBSTONE_DAYS:');
