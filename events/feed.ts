@@ -1,4 +1,5 @@
 import type { Sequelize } from 'sequelize';
+import { type PacedBatches, pacedBatches } from '../core/pacing.js';
 import { sqlRows } from '../core/sql.js';
 import { parseEventRow, renderEventData } from './render.js';
 
@@ -181,7 +182,21 @@ export async function readEvent(sequelize: Sequelize, id: string): Promise<FeedE
 }
 
 /** The retention job's batch: events deleted per statement. */
-export const EVENT_PURGE_BATCH = 5000;
+const EVENT_PURGE_BATCH = 5000;
+
+/**
+ * The retention job's run: every event past the retention, a batch at a time until none is left at
+ * the head, paced as the records' purge is (PURGE_BUSY_PERCENT: core/pacing.ts), so that deleting a
+ * backlog does not take a core from the requests. Returns how many it deleted.
+ */
+export const purgeExpiredEvents = (
+  sequelize: Sequelize,
+  retentionDays: number,
+  options: Omit<PacedBatches, 'batchSize'> = {},
+): Promise<number> =>
+  pacedBatches({ maxBatches: Number.POSITIVE_INFINITY, ...options, batchSize: EVENT_PURGE_BATCH }, () =>
+    purgeEvents(sequelize, retentionDays, EVENT_PURGE_BATCH),
+  );
 
 /**
  * Deletes events older than the retention (CONTRACT section 8 EVENT_RETENTION_DAYS), a batch at a time:
@@ -191,11 +206,7 @@ export const EVENT_PURGE_BATCH = 5000;
  * is a lower bound). Returns how many it deleted: fewer than `batch` means nothing older is left at the
  * head.
  */
-export async function purgeEvents(
-  sequelize: Sequelize,
-  retentionDays: number,
-  batch = 5000,
-): Promise<number> {
+async function purgeEvents(sequelize: Sequelize, retentionDays: number, batch = 5000): Promise<number> {
   const rows = await sqlRows<{ n: string }>(
     sequelize,
     `WITH head AS (SELECT tx_id, seq, created_at FROM events ORDER BY tx_id, seq LIMIT $2),

@@ -10,8 +10,8 @@
 // the failpoints and the recoverer's sweep for dead workers' rows are written here once.
 import type { Sequelize, Transaction } from 'sequelize';
 import { type FailpointName, failpoint } from '../core/failpoints.js';
+import { pauseAfterBatch, timerWait, type Wait } from '../core/pacing.js';
 import { sqlRows } from '../core/sql.js';
-import { pauseAfterBatch, timerWait, type Wait } from './pacing.js';
 import { fencedUpdate, type RowLease, releaseRowLease, takeRowLease } from './row-lease.js';
 
 export interface BackgroundDeps {

@@ -1,7 +1,7 @@
 import type { Sequelize } from 'sequelize';
 import { failpoint } from '../core/failpoints.js';
+import { pacedBatches, type Wait } from '../core/pacing.js';
 import { deleteRecords } from './caps.js';
-import { pauseAfterBatch, timerWait, type Wait } from './pacing.js';
 import { deleteExpiredTombstones } from './tombstones.js';
 
 export interface PurgeOptions {
@@ -42,19 +42,9 @@ export async function purgeExpired(sequelize: Sequelize, options: PurgeOptions =
   return total;
 }
 
-/** Runs `batch` until it deletes less than a full batch (or maxBatches, or the signal), paced. */
-async function paced(options: PurgeOptions, batch: () => Promise<number>): Promise<number> {
-  const { batchSize = 500, maxBatches = 100, busyPercent = 100, signal, onBatch, wait = timerWait } = options;
-  let total = 0;
-  for (let i = 0; i < maxBatches && !signal?.aborted; i++) {
+/** The purge's batches, paced (core/pacing.ts), each after its failpoint. */
+const paced = (options: PurgeOptions, batch: () => Promise<number>) =>
+  pacedBatches({ ...options, batchSize: options.batchSize ?? 500 }, async () => {
     await failpoint('purge.batch');
-    const started = performance.now();
-    const n = await batch();
-    total += n;
-    if (n > 0) onBatch?.(n);
-    if (n < batchSize) break;
-    const pause = pauseAfterBatch(performance.now() - started, busyPercent);
-    if (pause > 0) await wait(pause, signal);
-  }
-  return total;
-}
+    return batch();
+  });

@@ -12,7 +12,7 @@ import {
 import { onDropConnections, setFailpoints } from '../core/failpoints.js';
 import type { Jobs } from '../core/jobs.js';
 import { createLogger } from '../core/logger.js';
-import { EVENT_PURGE_BATCH, purgeEvents } from '../events/feed.js';
+import { purgeExpiredEvents } from '../events/feed.js';
 import { closeSubscriptions } from '../events/feed-waker.js';
 import type { WebhookDeliveries } from '../events/webhook-worker.js';
 import { createGatewayClient } from '../gateway/client.js';
@@ -248,16 +248,18 @@ async function startBackgroundWork(deps: {
         if (purged > 0) logger.info({ purged }, 'expired idempotency records purged');
       },
     );
-    // Events older than EVENT_RETENTION_DAYS (CONTRACT section 12), a batch at a time until none is left.
+    // Events older than EVENT_RETENTION_DAYS (CONTRACT section 12), a batch at a time until none is left,
+    // paced as the records' purge (PURGE_BUSY_PERCENT).
     await every(
       jobs,
       pauses,
       'purge-events',
       { intervalMs: config.PURGE_INTERVAL_MS, expireInMs: PURGE_EXPIRE_MS },
       async (signal) => {
-        let purged = 0;
-        for (let n = EVENT_PURGE_BATCH; n === EVENT_PURGE_BATCH && !signal.aborted; purged += n)
-          n = await purgeEvents(db.sequelize, config.EVENT_RETENTION_DAYS, EVENT_PURGE_BATCH);
+        const purged = await purgeExpiredEvents(db.sequelize, config.EVENT_RETENTION_DAYS, {
+          busyPercent: config.PURGE_BUSY_PERCENT,
+          signal,
+        });
         if (purged > 0) logger.info({ purged }, 'events past their retention purged');
       },
     );

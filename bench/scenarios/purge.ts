@@ -1,7 +1,7 @@
 import type { Sequelize } from 'sequelize';
 import { DEFAULT_PURGE_BUSY_PERCENT } from '../../core/config.js';
 import { createSequelize } from '../../core/database.js';
-import { EVENT_PURGE_BATCH, purgeEvents } from '../../events/feed.js';
+import { purgeExpiredEvents } from '../../events/feed.js';
 import { DELETE_RECORDS_PLAN, deleteRecordsStatement } from '../../idempotency/caps.js';
 import { purgeExpired } from '../../idempotency/purge-expired.js';
 import type { BenchRun } from '../bench-run.js';
@@ -103,12 +103,13 @@ export async function purgeScenario(ctx: BenchRun): Promise<void> {
 /**
  * The outbox's growth and its retention (issue 28): the events the run wrote so far (every order,
  * payment and refund of the scenarios before), their size per event, and the retention's purge of
- * all of them (purgeEvents with a retention of 0 days: every committed event is past it) in the
- * service job's batches, under keyed order creates; p99 with the purge running against a segment
- * without it, and the events that segment wrote. New events written meanwhile are purged too.
+ * all of them (purgeExpiredEvents with a retention of 0 days: every committed event is past it) as
+ * the service's job runs it (batches of 5,000, paced by PURGE_BUSY_PERCENT), under keyed order
+ * creates; p99 with the purge running against a segment without it, and the events that segment wrote. New events written meanwhile are purged too.
  */
 export async function eventsPurgeScenario(ctx: BenchRun): Promise<void> {
   const { P, log, results, rows, idemOrder, sql, server, db } = ctx;
+  const busyPercent = ctx.PURGE_BUSY_PERCENT ?? DEFAULT_PURGE_BUSY_PERCENT;
   const quiet = await measure(ctx, 'events-purge-off', server.url, P.purgeSegment / 2, idemOrder);
   // Counted after the segment without the purge: its orders' events are purged too (in a run of
   // `--only=purge` they are all there is).
@@ -120,13 +121,11 @@ export async function eventsPurgeScenario(ctx: BenchRun): Promise<void> {
   try {
     const started = Date.now();
     const purging = (async () => {
-      for (
-        let n = EVENT_PURGE_BATCH;
-        n === EVENT_PURGE_BATCH && (Date.now() - started) / 1000 < P.purgeMax;
-      ) {
-        n = await purgeEvents(sequelize, 0, EVENT_PURGE_BATCH);
-        purged += n;
-      }
+      // The service job's run (paced by PURGE_BUSY_PERCENT), bounded by the scenario's time.
+      purged = await purgeExpiredEvents(sequelize, 0, {
+        busyPercent,
+        signal: AbortSignal.timeout(P.purgeMax * 1000),
+      });
       purgingSeconds = (Date.now() - started) / 1000;
     })();
     const during = await measure(ctx, 'events-purge-on', server.url, P.purgeMax, idemOrder, {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
+import { pauseAfterBatch } from '../../core/pacing.js';
 import { scopeKey, userScope } from '../../idempotency/key.js';
-import { pauseAfterBatch } from '../../idempotency/pacing.js';
 import { purgeExpired } from '../../idempotency/purge-expired.js';
 import { sharedServer } from '../support/server.js';
 import { bearer, idempotencyKey, uniqueTenant } from '../support/tokens.js';
