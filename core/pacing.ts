@@ -15,7 +15,7 @@ export type Wait = (ms: number, signal?: AbortSignal) => Promise<void>;
 export const timerWait: Wait = (ms, signal) => sleep(ms, undefined, { signal }).catch(() => undefined);
 
 export interface PacedBatches {
-  /** A batch that deletes fewer than this is the last one. */
+  /** A batch that handles fewer than this is the last one. */
   batchSize: number;
   /** Batches per call at most. */
   maxBatches?: number;

@@ -105,7 +105,8 @@ export async function purgeScenario(ctx: BenchRun): Promise<void> {
  * payment and refund of the scenarios before), their size per event, and the retention's purge of
  * all of them (purgeExpiredEvents with a retention of 0 days: every committed event is past it) as
  * the service's job runs it (batches of 5,000, paced by PURGE_BUSY_PERCENT), under keyed order
- * creates; p99 with the purge running against a segment without it, and the events that segment wrote. New events written meanwhile are purged too.
+ * creates; p99 with the purge running against a segment without it, and the events that segment
+ * wrote. New events written meanwhile are purged too.
  */
 export async function eventsPurgeScenario(ctx: BenchRun): Promise<void> {
   const { P, log, results, rows, idemOrder, sql, server, db } = ctx;
